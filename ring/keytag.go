@@ -1,0 +1,64 @@
+package ring
+
+import (
+	"strings"
+	"unicode/utf8"
+)
+
+// KeyTag returns the part of key that Jedis hashes when key tags are on: the
+// first match of the Java regular expression \{(.+?)\} (group 1), or key
+// itself and false when there is none. The tag is at least one character
+// long, ends at the first '}' after that character, and holds no line
+// terminator (\n, \r, U+0085, U+2028, U+2029), which Java's '.' never
+// matches. Bytes that are not valid UTF-8 count as ordinary characters.
+// KeyTag allocates nothing: the tag is a substring of key.
+func KeyTag(key string) (string, bool) {
+	from := 0
+	for {
+		open := strings.IndexByte(key[from:], '{')
+		if open < 0 {
+			return key, false
+		}
+		start := from + open + 1
+		end, stop := tagEnd(key, start)
+		if end >= 0 {
+			return key[start:end], true
+		}
+		if stop < 0 {
+			// The rest of the key has no '}' at all: no later '{' can match.
+			return key, false
+		}
+		// Every '{' before the line terminator at stop fails for the same
+		// reason, and the terminator itself cannot start a tag.
+		from = stop
+	}
+}
+
+// tagEnd matches .+?\} at key[start:]. It returns the index of the closing
+// '}' (end), or -1 and, when a line terminator ended the attempt, the index
+// just past it (stop); stop is -1 when the key ran out.
+func tagEnd(key string, start int) (end, stop int) {
+	i := start
+	first := true
+	for i < len(key) {
+		r, size := utf8.DecodeRuneInString(key[i:])
+		if isLineTerminator(r) {
+			return -1, i + size
+		}
+		if r == '}' && !first {
+			return i, -1
+		}
+		first = false
+		i += size
+	}
+	return -1, -1
+}
+
+// isLineTerminator reports whether Java's regex '.' (without DOTALL) refuses r.
+func isLineTerminator(r rune) bool {
+	switch r {
+	case '\n', '\r', '\u0085', '\u2028', '\u2029':
+		return true
+	}
+	return false
+}

@@ -1,0 +1,255 @@
+package ring
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"unsafe"
+)
+
+// DefaultReplicas is the number of virtual nodes per unit of weight, as in
+// Jedis's Sharded (160 * weight).
+const DefaultReplicas = 160
+
+// MaxVirtualNodes bounds the number of virtual nodes of one ring (replicas x
+// total weight), so that a mistyped weight is an error and not an
+// out-of-memory crash. 2^24 vnodes take 256 MiB.
+const MaxVirtualNodes = 1 << 24
+
+// ErrNoNodes is returned by New and Remove when the ring would have no node.
+var ErrNoNodes = errors.New("ring: no nodes")
+
+// Node is one target on the ring.
+type Node struct {
+	// Name identifies the node; it may be empty. A named node's vnodes are
+	// "<name>*<n>", an unnamed node's "SHARD-<i>-NODE-<n>" where i is its
+	// position in the list. Two nodes may not share a non-empty name.
+	Name string
+	// Weight scales the node's share: it gets replicas x Weight vnodes.
+	// 0 means 1; negative is an error.
+	Weight int
+}
+
+// Option configures New.
+type Option func(*config)
+
+type config struct {
+	replicas    int
+	hash        Hash
+	keyTags     bool
+	legacyNames bool
+}
+
+// WithReplicas sets the number of vnodes per unit of weight (default 160, as
+// Jedis; 100 reproduces the widely copied Shard<S> class with NODE_NUM = 100).
+// New fails when n < 1.
+func WithReplicas(n int) Option { return func(c *config) { c.replicas = n } }
+
+// WithHash sets the hash of vnode names and keys (default MurmurHash64A).
+func WithHash(h Hash) Option { return func(c *config) { c.hash = h } }
+
+// WithKeyTags turns on Jedis key tags for string keys: a key with a tag
+// (see KeyTag) is placed by its tag alone. Off by default, as in Jedis.
+func WithKeyTags() Option { return func(c *config) { c.keyTags = true } }
+
+// WithJedisLegacyNames names a named node's vnodes "<name>*<weight><n>", as
+// Jedis 2.0.0 - 2.9.3 did, instead of "<name>*<n>" (Jedis 2.10.0 and later).
+// The legacy form is ambiguous (weight 1, n 10 and weight 11, n 0 both give
+// "<name>*110"); clashing vnodes go to the later node, as in Jedis.
+func WithJedisLegacyNames() Option { return func(c *config) { c.legacyNames = true } }
+
+// member is a node with the slot that names its vnodes when it is unnamed:
+// its position in the list it was first placed in. Remove keeps the slots of
+// the remaining nodes so that their vnodes keep their names.
+type member struct {
+	Node
+	slot int
+}
+
+// vnode is one point on the ring and the index of the node that owns it.
+type vnode struct {
+	point uint64
+	node  int32
+}
+
+// Ring is an immutable consistent-hash ring. Its methods are safe for
+// concurrent use; lookups take no lock and allocate nothing.
+type Ring struct {
+	cfg     config
+	members []member
+	vnodes  []vnode // sorted by point, one per distinct point
+	idx     index
+}
+
+// New builds a ring over nodes, in list order. It returns an error naming the
+// culprit for an empty list (ErrNoNodes), a negative weight, two nodes with
+// the same non-empty name, replicas < 1, or more than MaxVirtualNodes vnodes.
+func New(nodes []Node, opts ...Option) (*Ring, error) {
+	cfg := config{replicas: DefaultReplicas, hash: MurmurHash64A}
+	for _, o := range opts {
+		if o != nil {
+			o(&cfg)
+		}
+	}
+	members := make([]member, len(nodes))
+	for i, n := range nodes {
+		members[i] = member{Node: n, slot: i}
+	}
+	return build(cfg, members)
+}
+
+func build(cfg config, members []member) (*Ring, error) {
+	if cfg.replicas < 1 {
+		return nil, fmt.Errorf("ring: replicas %d: must be at least 1", cfg.replicas)
+	}
+	if !cfg.hash.valid() {
+		return nil, fmt.Errorf("ring: unknown hash %v", cfg.hash)
+	}
+	if len(members) == 0 {
+		return nil, ErrNoNodes
+	}
+	names := make(map[string]int, len(members))
+	total := 0
+	for i := range members {
+		m := &members[i]
+		if m.Weight < 0 {
+			return nil, fmt.Errorf("ring: node %d (%q): weight %d is negative", i, m.Name, m.Weight)
+		}
+		if m.Weight == 0 {
+			m.Weight = 1
+		}
+		if m.Name != "" {
+			if j, dup := names[m.Name]; dup {
+				return nil, fmt.Errorf("ring: nodes %d and %d have the same name %q", j, i, m.Name)
+			}
+			names[m.Name] = i
+		}
+		if m.Weight > MaxVirtualNodes/cfg.replicas || total+m.Weight*cfg.replicas > MaxVirtualNodes {
+			return nil, fmt.Errorf("ring: node %d (%q): weight %d x %d replicas exceeds %d virtual nodes in all",
+				i, m.Name, m.Weight, cfg.replicas, MaxVirtualNodes)
+		}
+		total += m.Weight * cfg.replicas
+	}
+
+	vnodes := make([]vnode, 0, total)
+	var buf []byte
+	for i, m := range members {
+		prefix := vnodePrefix(buf[:0], cfg, m)
+		for n := 0; n < m.Weight*cfg.replicas; n++ {
+			buf = strconv.AppendInt(prefix, int64(n), 10)
+			vnodes = append(vnodes, vnode{point: cfg.hash.Point(buf), node: int32(i)})
+		}
+	}
+	// Stable sort keeps insertion order among equal points; the last of
+	// each run wins, as TreeMap.put overwrites.
+	slices.SortStableFunc(vnodes, func(a, b vnode) int {
+		switch {
+		case a.point < b.point:
+			return -1
+		case a.point > b.point:
+			return 1
+		}
+		return 0
+	})
+	w := 0
+	for i := range vnodes {
+		if i+1 < len(vnodes) && vnodes[i+1].point == vnodes[i].point {
+			continue
+		}
+		vnodes[w] = vnodes[i]
+		w++
+	}
+	vnodes = slices.Clip(vnodes[:w])
+	r := &Ring{cfg: cfg, members: members, vnodes: vnodes}
+	r.idx = newIndex(vnodes)
+	return r, nil
+}
+
+// vnodePrefix appends the part of m's vnode names that precedes n.
+func vnodePrefix(buf []byte, cfg config, m member) []byte {
+	if m.Name == "" {
+		buf = append(buf, "SHARD-"...)
+		buf = strconv.AppendInt(buf, int64(m.slot), 10)
+		return append(buf, "-NODE-"...)
+	}
+	buf = append(buf, m.Name...)
+	buf = append(buf, '*')
+	if cfg.legacyNames {
+		buf = strconv.AppendInt(buf, int64(m.Weight), 10)
+	}
+	return buf
+}
+
+// Locate returns the index, in the node list, of the node that owns key.
+// With key tags on, a tagged key is placed by its tag.
+func (r *Ring) Locate(key string) int {
+	if r.cfg.keyTags {
+		key, _ = KeyTag(key)
+	}
+	// The hash only reads the bytes; no copy is made.
+	return r.LocateBytes(unsafe.Slice(unsafe.StringData(key), len(key)))
+}
+
+// LocateBytes returns the index of the node that owns key, hashing all of
+// key's bytes: key tags do not apply, as in Jedis's getShardInfo(byte[]).
+func (r *Ring) LocateBytes(key []byte) int {
+	return int(r.vnodes[r.idx.search(r.vnodes, r.cfg.hash.Point(key))].node)
+}
+
+// LocatePoint returns the index of the node that owns the given point: the
+// node of the first vnode at or after it, wrapping to the lowest vnode.
+func (r *Ring) LocatePoint(p uint64) int {
+	return int(r.vnodes[r.idx.search(r.vnodes, p)].node)
+}
+
+// Len returns the number of nodes.
+func (r *Ring) Len() int { return len(r.members) }
+
+// Nodes returns a copy of the node list, with weight 0 given as 1.
+func (r *Ring) Nodes() []Node {
+	out := make([]Node, len(r.members))
+	for i, m := range r.members {
+		out[i] = m.Node
+	}
+	return out
+}
+
+// Hash returns the ring's hash.
+func (r *Ring) Hash() Hash { return r.cfg.hash }
+
+// VirtualNodes returns the number of distinct points on the ring (vnodes
+// whose hash clashed with a later one are not counted).
+func (r *Ring) VirtualNodes() int { return len(r.vnodes) }
+
+// Add returns a new ring with n appended to the node list. The other nodes
+// keep their vnodes, so only keys that move to n change owner. An unnamed n
+// takes the slot after the highest one in use, which is its list position
+// unless a node was removed before.
+func (r *Ring) Add(n Node) (*Ring, error) {
+	next := 0
+	for _, m := range r.members {
+		next = max(next, m.slot+1)
+	}
+	members := append(slices.Clone(r.members), member{Node: n, slot: next})
+	return build(r.cfg, members)
+}
+
+// Remove returns a new ring without node i; later nodes' indices shift down
+// by one. Every remaining node keeps its vnode names (an unnamed node keeps
+// the slot number of its original position), so only node i's keys move.
+// It fails for an index out of range, or with ErrNoNodes for the last node.
+func (r *Ring) Remove(i int) (*Ring, error) {
+	if i < 0 || i >= len(r.members) {
+		return nil, fmt.Errorf("ring: remove node %d: index out of range [0, %d)", i, len(r.members))
+	}
+	return build(r.cfg, slices.Delete(slices.Clone(r.members), i, i+1))
+}
+
+// id returns the identity of node i across rings: its name, or its slot.
+func (r *Ring) id(i int) string {
+	if m := r.members[i]; m.Name != "" {
+		return "name:" + m.Name
+	}
+	return "slot:" + strconv.Itoa(r.members[i].slot)
+}

@@ -1,0 +1,154 @@
+package ring
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+)
+
+// Shares returns, for each node in list order, the exact fraction of the
+// hash space it owns: the summed lengths of the arcs that end at its vnodes,
+// divided by 2^Bits. The fractions sum to 1. Keys hashed uniformly land on a
+// node with that probability.
+func (r *Ring) Shares() []float64 {
+	shares := make([]float64, len(r.members))
+	r.walkArcs(func(length float64, p uint64) {
+		shares[r.LocatePoint(p)] += length
+	})
+	return shares
+}
+
+// walkArcs calls f for every arc of the ring with its length as a fraction of
+// the hash space and its last point (the vnode that owns it). The arc of the
+// lowest vnode wraps around the top of the space.
+func (r *Ring) walkArcs(f func(length float64, p uint64)) {
+	arcs(r.cfg.hash.Bits(), func(yield func(uint64)) {
+		for _, v := range r.vnodes {
+			yield(v.point)
+		}
+	}, f)
+}
+
+// arcs calls f for each arc between consecutive points of a sorted,
+// duplicate-free sequence on a ring of the given width. The arc that ends at
+// the first point starts after the last one and wraps around.
+func arcs(width int, points func(yield func(uint64)), f func(length float64, end uint64)) {
+	scale := math.Ldexp(1, -width)
+	var first, prev uint64
+	n := 0
+	points(func(p uint64) {
+		if n == 0 {
+			first = p
+		} else {
+			f(float64(p-prev)*scale, p)
+		}
+		prev = p
+		n++
+	})
+	if n == 1 {
+		f(1, first)
+		return
+	}
+	// The wrap-around arc, (prev, 2^width) and [0, first], is
+	// 2^width + first - prev long: first-prev modulo 2^width.
+	f(float64((first-prev)&maxPoint(width))*scale, first)
+}
+
+// Move is the share of the hash space whose owner changes from node From of
+// one ring to node To of another.
+type Move struct {
+	From, To int     // indices in the old and the new ring's node lists
+	Share    float64 // fraction of the hash space, in (0, 1]
+}
+
+// Diff is the exact change of ownership between two rings over the same hash.
+type Diff struct {
+	// Moved is the fraction of the hash space whose owner changes: the
+	// fraction of uniformly hashed keys that move.
+	Moved float64
+	// Moves lists the changes per (from, to) pair of nodes, ordered by From
+	// then To. Shares that stay with their node are not listed.
+	Moves []Move
+
+	from, to []Node
+}
+
+// Compare returns the exact change of ownership from ring a to ring b,
+// computed over the arcs of both rings, not by sampling. A node of a and a
+// node of b are the same node when they have the same non-empty name, or
+// when both are unnamed with the same slot (list position at creation; Add
+// and Remove keep it). It fails when the rings use different hashes.
+func Compare(a, b *Ring) (Diff, error) {
+	if a.cfg.hash != b.cfg.hash {
+		return Diff{}, fmt.Errorf("ring: cannot compare rings over different hashes (%v and %v)", a.cfg.hash, b.cfg.hash)
+	}
+	same := make([]int, len(b.members)) // node of b -> same node of a, or -1
+	ids := make(map[string]int, len(a.members))
+	for i := range a.members {
+		ids[a.id(i)] = i
+	}
+	for j := range b.members {
+		if i, ok := ids[b.id(j)]; ok {
+			same[j] = i
+		} else {
+			same[j] = -1
+		}
+	}
+	moved := make(map[[2]int]float64)
+	arcs(a.cfg.hash.Bits(), func(yield func(uint64)) { mergePoints(a.vnodes, b.vnodes, yield) },
+		func(length float64, p uint64) {
+			from, to := a.LocatePoint(p), b.LocatePoint(p)
+			if same[to] != from {
+				moved[[2]int{from, to}] += length
+			}
+		})
+	d := Diff{from: a.Nodes(), to: b.Nodes()}
+	for k, share := range moved {
+		d.Moves = append(d.Moves, Move{From: k[0], To: k[1], Share: share})
+		d.Moved += share
+	}
+	slices.SortFunc(d.Moves, func(x, y Move) int {
+		if x.From != y.From {
+			return x.From - y.From
+		}
+		return x.To - y.To
+	})
+	return d, nil
+}
+
+// mergePoints yields the union of two sorted point lists, in order, once each.
+func mergePoints(a, b []vnode, yield func(uint64)) {
+	i, j := 0, 0
+	for i < len(a) || j < len(b) {
+		switch {
+		case j == len(b) || (i < len(a) && a[i].point < b[j].point):
+			yield(a[i].point)
+			i++
+		case i == len(a) || b[j].point < a[i].point:
+			yield(b[j].point)
+			j++
+		default:
+			yield(a[i].point)
+			i++
+			j++
+		}
+	}
+}
+
+// String prints the diff as a table, one row per move.
+func (d Diff) String() string {
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "moved %.4f%% of the hash space\n", 100*d.Moved)
+	for _, m := range d.Moves {
+		fmt.Fprintf(&sb, "  %-20s -> %-20s %8.4f%%\n", nodeLabel(d.from, m.From), nodeLabel(d.to, m.To), 100*m.Share)
+	}
+	return sb.String()
+}
+
+func nodeLabel(nodes []Node, i int) string {
+	if i < len(nodes) && nodes[i].Name != "" {
+		return nodes[i].Name
+	}
+	return fmt.Sprintf("#%d", i)
+}
