@@ -24,6 +24,8 @@ type Shard[C any] struct {
 	Name string
 	// Weight scales the shard's share of keys; 0 means 1.
 	Weight int
+	// Addr is the shard's server address, for errors and logs only; optional.
+	Addr string
 	// Client is the shard's client; it must not be nil.
 	Client C
 }
@@ -155,6 +157,22 @@ func (s *Sharded[C]) GroupKeys(keys []string) []Group {
 	return groups
 }
 
+// Label names shard i for messages, as `shard 1 "b" (10.0.0.2:6379)`.
+func (s *Sharded[C]) Label(i int) string {
+	sh := s.state.Load().shards[i]
+	return label(i, sh.Name, sh.Addr)
+}
+
+// Err wraps err, a failure of shard i, in a *ShardError naming the shard.
+// It returns nil for a nil err.
+func (s *Sharded[C]) Err(i int, err error) error {
+	if err == nil {
+		return nil
+	}
+	sh := s.state.Load().shards[i]
+	return &ShardError{Index: i, Name: sh.Name, Addr: sh.Addr, Err: err}
+}
+
 // Close closes every shard whose client implements io.Closer, and returns
 // their errors joined (errors.Join), each naming its shard.
 func (s *Sharded[C]) Close() error {
@@ -162,7 +180,7 @@ func (s *Sharded[C]) Close() error {
 	for i, sh := range s.state.Load().shards {
 		if c, ok := any(sh.Client).(io.Closer); ok {
 			if err := c.Close(); err != nil {
-				errs = append(errs, fmt.Errorf("shardedclient: close shard %d (%q): %w", i, sh.Name, err))
+				errs = append(errs, s.Err(i, fmt.Errorf("close: %w", err)))
 			}
 		}
 	}

@@ -56,8 +56,8 @@ type Info struct {
 	Response ResponsePolicy
 	specs    []keySpec
 	subs     map[string]*Info
-	// keysFunc, when set, finds the keys instead of specs (see overrides.go).
-	keysFunc func(c *Info, args []any, f func(pos int)) error
+	// sortLike: keys are found by sortKeys, not by specs (see overrides.go).
+	sortLike bool
 }
 
 // keySpec is one Redis 7 key specification.
@@ -279,8 +279,8 @@ func (c *Info) KeyPositions(args []any, f func(pos int)) error {
 	if c.Arity > 0 && len(args) != c.Arity || c.Arity < 0 && len(args) < -c.Arity {
 		return fmt.Errorf("wrong number of arguments for %q: %d", c.Name, len(args)-1)
 	}
-	if c.keysFunc != nil {
-		return c.keysFunc(c, args, f)
+	if c.sortLike {
+		return sortKeys(c, args, f)
 	}
 	for _, s := range c.specs {
 		if s.unknown {

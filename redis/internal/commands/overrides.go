@@ -22,8 +22,8 @@ var ErrPatternKeys = errors.New("SORT BY/GET patterns read keys that may be on a
 func applyOverrides() {
 	byName["msetnx"].Request = ByKeys
 	byName["msetnx"].Response = Default
-	byName["sort"].keysFunc = sortKeys
-	byName["sort_ro"].keysFunc = sortKeys
+	byName["sort"].sortLike = true
+	byName["sort_ro"].sortLike = true
 }
 
 // sortKeys finds the keys of SORT key [BY pattern] [LIMIT offset count]

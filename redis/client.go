@@ -1,0 +1,234 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+
+	goredis "github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
+
+	"github.com/shardedcache/shardedcache/ring"
+	"github.com/shardedcache/shardedcache/shardedclient"
+)
+
+// ShardOptions configures one shard.
+type ShardOptions struct {
+	// Name identifies the shard on the ring; optional. Named shards keep
+	// their keys when the shard list is reordered (see package ring).
+	Name string
+	// Weight scales the shard's share of keys; 0 means 1.
+	Weight int
+	// Addr is the server's "host:port" (or socket path with Options.Network
+	// "unix"). It overrides Options.Addr.
+	Addr string
+	// Options are the shard's full go-redis options (pool size, timeouts,
+	// password, DB, TLS, ...); optional.
+	Options *goredis.Options
+}
+
+// ShardedOptions configures NewShardedClient.
+type ShardedOptions struct {
+	// Shards lists the shards in ring order; at least one.
+	Shards []ShardOptions
+	// RingOptions set placement: ring.WithKeyTags, ring.WithHash,
+	// ring.WithReplicas, ring.WithJedisLegacyNames. The default is Jedis's
+	// ShardedJedis placement.
+	RingOptions []ring.Option
+}
+
+// Shard is one shard of a ShardedClient: a go-redis client and its place on
+// the ring.
+type Shard = shardedclient.Shard[*goredis.Client]
+
+// ShardedClient is a Redis client over several servers. Its command methods
+// are go-redis's own (the embedded redis.Cmdable), with the same signatures
+// and result types; each command runs where the package documentation says.
+// It is safe for concurrent use.
+type ShardedClient struct {
+	// Cmdable is a go-redis client that never connects anywhere: every
+	// command it builds is handed to the router, which runs it on shards.
+	goredis.Cmdable
+
+	shards   *shardedclient.Sharded[*goredis.Client]
+	router   *goredis.Client // commands and pipelines
+	txRouter *goredis.Client // MULTI/EXEC pipelines
+}
+
+// errRouterDial is what a go-redis code path that bypasses the router's
+// hooks would get; none is reachable through ShardedClient's methods.
+var errRouterDial = errors.New("shardedcache: the router client has no connection of its own")
+
+// NewShardedClient connects (lazily, as go-redis does) to every shard of opt.
+// It returns an error naming the shard for a missing or unparseable address,
+// and the errors of ring.New (no shards, negative weight, duplicate name).
+func NewShardedClient(opt *ShardedOptions) (*ShardedClient, error) {
+	if opt == nil || len(opt.Shards) == 0 {
+		return nil, errors.New("shardedcache: no shards")
+	}
+	shards := make([]Shard, 0, len(opt.Shards))
+	closeAll := func() {
+		for _, s := range shards {
+			_ = s.Client.Close()
+		}
+	}
+	for i, so := range opt.Shards {
+		o := &goredis.Options{}
+		if so.Options != nil {
+			copied := *so.Options
+			o = &copied
+		}
+		if so.Addr != "" {
+			o.Addr = so.Addr
+		}
+		if err := checkAddr(o); err != nil {
+			closeAll()
+			return nil, fmt.Errorf("shardedcache: shard %d (%q): %w", i, so.Name, err)
+		}
+		shards = append(shards, Shard{Name: so.Name, Weight: so.Weight, Addr: o.Addr, Client: goredis.NewClient(o)})
+	}
+	c, err := NewShardedClientFromClients(shards, opt.RingOptions...)
+	if err != nil {
+		closeAll()
+		return nil, err
+	}
+	return c, nil
+}
+
+func checkAddr(o *goredis.Options) error {
+	if o.Addr == "" {
+		return errors.New("no address")
+	}
+	if o.Network == "unix" {
+		return nil
+	}
+	if _, _, err := net.SplitHostPort(o.Addr); err != nil {
+		return fmt.Errorf("address %q: %w", o.Addr, err)
+	}
+	return nil
+}
+
+// NewShardedClientFromClients builds a ShardedClient over existing clients,
+// one per shard, in ring order. Shard.Addr defaults to the client's address.
+// The ShardedClient takes them over: Close closes them.
+func NewShardedClientFromClients(shards []Shard, opts ...ring.Option) (*ShardedClient, error) {
+	shards = append([]Shard(nil), shards...)
+	for i := range shards {
+		if shards[i].Addr == "" && shards[i].Client != nil {
+			shards[i].Addr = shards[i].Client.Options().Addr
+		}
+	}
+	s, err := shardedclient.New(shards, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("shardedcache: %w", err)
+	}
+	c := &ShardedClient{shards: s}
+	c.router = newRouter(hook{c: c})
+	c.txRouter = newRouter(hook{c: c, tx: true})
+	c.Cmdable = c.router
+	return c, nil
+}
+
+func newRouter(h goredis.Hook) *goredis.Client {
+	r := goredis.NewClient(&goredis.Options{
+		Addr: "shardedcache-router:0",
+		Dialer: func(context.Context, string, string) (net.Conn, error) {
+			return nil, errRouterDial
+		},
+		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
+	})
+	r.AddHook(h)
+	return r
+}
+
+// GetShard returns the client of the shard that owns key.
+func (c *ShardedClient) GetShard(key string) *goredis.Client { return c.shards.GetShard(key) }
+
+// GetShardInfo returns the index, name and weight of the shard that owns key.
+func (c *ShardedClient) GetShardInfo(key string) shardedclient.Info {
+	return c.shards.GetShardInfo(key)
+}
+
+// Shards returns the shards in ring order.
+func (c *ShardedClient) Shards() []Shard { return c.shards.AllShards() }
+
+// Ring returns the ring that places keys.
+func (c *ShardedClient) Ring() *ring.Ring { return c.shards.Ring() }
+
+// Process runs cmd where the package documentation says and returns its
+// error.
+func (c *ShardedClient) Process(ctx context.Context, cmd goredis.Cmder) error {
+	return c.router.Process(ctx, cmd)
+}
+
+// Do runs a raw command (name first), classified like every other command:
+// an unknown command is an *UnsupportedError.
+func (c *ShardedClient) Do(ctx context.Context, args ...any) *goredis.Cmd {
+	return c.router.Do(ctx, args...)
+}
+
+// TxPipeline returns a pipeline whose commands run in one MULTI/EXEC
+// transaction. Exec fails with a *CrossShardError, sending nothing, unless
+// every queued command has its keys on one and the same shard.
+func (c *ShardedClient) TxPipeline() goredis.Pipeliner { return c.txRouter.TxPipeline() }
+
+// TxPipelined runs fn's commands in one transaction, as TxPipeline.
+func (c *ShardedClient) TxPipelined(ctx context.Context, fn func(goredis.Pipeliner) error) ([]goredis.Cmder, error) {
+	return c.TxPipeline().Pipelined(ctx, fn)
+}
+
+// Watch runs fn in an optimistic transaction (WATCH keys, then fn) on the
+// shard that owns keys. Every key must be on that shard (key tags help),
+// else it returns a *CrossShardError; commands that fn sends through its
+// *redis.Tx run on that shard, so they must use keys it owns.
+func (c *ShardedClient) Watch(ctx context.Context, fn func(*goredis.Tx) error, keys ...string) error {
+	if len(keys) == 0 {
+		return &UnsupportedError{Command: "watch", Reason: "no keys, so no shard"}
+	}
+	args := make([]any, 0, len(keys)+1)
+	args = append(args, "watch")
+	for _, k := range keys {
+		args = append(args, k)
+	}
+	each := func(f func(int)) {
+		for i := 1; i < len(args); i++ {
+			f(i)
+		}
+	}
+	shard, err := c.shardOfKeys("watch", args, each)
+	if err != nil {
+		return err
+	}
+	if shard == manyShard {
+		return c.crossShard("watch", args, each)
+	}
+	var fnErr error
+	err = c.shards.Shard(shard).Client.Watch(ctx, func(tx *goredis.Tx) error {
+		fnErr = fn(tx)
+		return fnErr
+	}, keys...)
+	if err != nil && err == fnErr {
+		return err // fn's own error, unchanged
+	}
+	return c.wrapErr(shard, err)
+}
+
+// ForEachShard calls fn with every shard's client, in parallel, and returns
+// the errors joined, each a *shardedclient.ShardError naming its shard.
+func (c *ShardedClient) ForEachShard(ctx context.Context, fn func(ctx context.Context, client *goredis.Client) error) error {
+	shards := c.shards.AllShards()
+	errs := make([]error, len(shards))
+	var wg sync.WaitGroup
+	for i, s := range shards {
+		wg.Go(func() { errs[i] = c.shards.Err(i, fn(ctx, s.Client)) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// Close closes every shard's client and returns their errors joined.
+func (c *ShardedClient) Close() error {
+	return errors.Join(c.shards.Close(), c.router.Close(), c.txRouter.Close())
+}

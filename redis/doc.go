@@ -1,0 +1,39 @@
+// Package redis is the go-redis backend of shardedcache: ShardedClient spreads
+// keys over several Redis servers on a consistent-hash ring (Jedis's
+// ShardedJedis placement by default) and offers go-redis's own command
+// methods, with their exact signatures and result types.
+//
+// Code written against *redis.Client or redis.Cmdable switches by changing
+// its constructor:
+//
+//	rdb, err := redis.NewShardedClient(&redis.ShardedOptions{
+//		Shards: []redis.ShardOptions{{Addr: "10.0.0.1:6379"}, {Addr: "10.0.0.2:6379"}},
+//	})
+//	rdb.Set(ctx, "user:42", "ada", 0) // runs on the shard that owns "user:42"
+//
+// # Where a command runs
+//
+// Every command is classified by Redis's own command table (COMMAND INFO of
+// Redis 7: key specifications and request/response policies):
+//
+//   - a command whose keys are all on one shard runs on that shard;
+//   - a multi-key command that Redis marks multi_shard (MGET, MSET, DEL,
+//     UNLINK, EXISTS, TOUCH) is split by shard, the parts run in parallel, and
+//     the replies are merged: values in argument order, counts summed;
+//   - any other command whose keys span shards fails with a *CrossShardError
+//     (errors.Is(err, ErrCrossShard)) before anything is sent; key tags
+//     (ring.WithKeyTags) put related keys on one shard;
+//   - a keyless command that Redis runs on all shards (PING, DBSIZE,
+//     FLUSHDB, FLUSHALL, KEYS) runs on every shard and the replies are
+//     merged by its response policy (DBSIZE summed, PING and FLUSHDB succeed
+//     when every shard does, KEYS concatenated);
+//   - other keyless commands, and commands whose keys cannot be known from
+//     their arguments, fail with an *UnsupportedError (errors.Is(err,
+//     ErrUnsupported)); ForEachShard runs anything on every shard.
+//
+// A transport failure of one shard (refused connection, timeout) is returned
+// as a *shardedclient.ShardError that names the shard and wraps the cause;
+// Redis's reply errors (WRONGTYPE, ...) and redis.Nil are returned as go-redis
+// returns them. A command that reached several shards fails as a whole when
+// any shard fails: no partial reply is returned as if complete.
+package redis

@@ -1,0 +1,197 @@
+package redis
+
+import (
+	"context"
+	"fmt"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/shardedcache/shardedcache/redis/internal/commands"
+)
+
+// fanout is one command split into parts, one per shard, whose replies
+// merge back into the command.
+type fanout struct {
+	cmd   goredis.Cmder
+	info  *commands.Info
+	nkeys int // keys of the command; 0 for a keyless command
+	parts []part
+}
+
+// part is the piece of a fanout that runs on one shard.
+type part struct {
+	shard int
+	cmd   *goredis.Cmd
+	keys  []int // the part's keys, as indices into the command's keys
+}
+
+// split builds the parts of cmd: the same command on every shard when it is
+// keyless, else one command per shard with that shard's keys (and the
+// arguments that go with each key, such as MSET's values).
+func (c *ShardedClient) split(ctx context.Context, cmd goredis.Cmder, info *commands.Info) *fanout {
+	args := cmd.Args()
+	f := &fanout{cmd: cmd, info: info}
+	var pos []int
+	_ = info.KeyPositions(args, func(p int) { pos = append(pos, p) })
+	if len(pos) == 0 {
+		for i := range c.shards.Len() {
+			f.parts = append(f.parts, part{shard: i, cmd: goredis.NewCmd(ctx, args...)})
+		}
+		return f
+	}
+	f.nkeys = len(pos)
+	step := 1
+	if len(pos) > 1 {
+		step = pos[1] - pos[0]
+	}
+	prefix, suffix := args[:pos[0]], args[pos[len(pos)-1]+step:]
+	byShard := map[int]int{} // shard -> index in parts
+	var partArgs [][]any
+	for k, p := range pos {
+		key, _ := commands.Arg(args[p])
+		s := c.shards.Locate(key)
+		i, ok := byShard[s]
+		if !ok {
+			i = len(f.parts)
+			byShard[s] = i
+			f.parts = append(f.parts, part{shard: s})
+			partArgs = append(partArgs, append([]any(nil), prefix...))
+		}
+		partArgs[i] = append(partArgs[i], args[p:p+step]...)
+		f.parts[i].keys = append(f.parts[i].keys, k)
+	}
+	for i := range f.parts {
+		f.parts[i].cmd = goredis.NewCmd(ctx, append(partArgs[i], suffix...)...)
+	}
+	return f
+}
+
+// addTo queues the parts in groups, by shard.
+func (f *fanout) addTo(groups [][]goredis.Cmder) {
+	for _, p := range f.parts {
+		groups[p.shard] = append(groups[p.shard], p.cmd)
+	}
+}
+
+// merge combines the parts' replies into the command by its response
+// policy, and returns the command's error. Unless the policy needs only one
+// shard to succeed, any failed part fails the command with that part's error
+// (no partial reply).
+func (f *fanout) merge() error {
+	var firstErr error
+	ok := 0
+	for _, p := range f.parts {
+		if err := p.cmd.Err(); err != nil {
+			if firstErr == nil {
+				firstErr = err
+			}
+		} else {
+			ok++
+		}
+	}
+	if firstErr != nil && (f.info.Response != commands.OneSucceeded || ok == 0) {
+		f.cmd.SetErr(firstErr)
+		return firstErr
+	}
+	v, err := f.combine()
+	if err == nil {
+		err = setVal(f.cmd, v)
+	}
+	f.cmd.SetErr(err)
+	return err
+}
+
+func (f *fanout) combine() (any, error) {
+	switch f.info.Response {
+	case commands.AllSucceeded:
+		return f.parts[0].cmd.Val(), nil
+	case commands.OneSucceeded:
+		for _, p := range f.parts {
+			if p.cmd.Err() == nil {
+				return p.cmd.Val(), nil
+			}
+		}
+	case commands.AggSum, commands.AggMin, commands.AggMax:
+		var acc int64
+		for i, p := range f.parts {
+			n, err := p.cmd.Int64()
+			if err != nil {
+				return nil, f.badReply(p)
+			}
+			switch {
+			case i == 0:
+				acc = n
+			case f.info.Response == commands.AggSum:
+				acc += n
+			case f.info.Response == commands.AggMin:
+				acc = min(acc, n)
+			default:
+				acc = max(acc, n)
+			}
+		}
+		return acc, nil
+	}
+	// Default policy: a multi-key command's values go back in key order; a
+	// keyless command's arrays are concatenated (KEYS).
+	var out []any
+	if f.nkeys > 0 {
+		out = make([]any, f.nkeys)
+	}
+	for _, p := range f.parts {
+		vals, ok := p.cmd.Val().([]any)
+		if !ok || f.nkeys > 0 && len(vals) != len(p.keys) {
+			return nil, f.badReply(p)
+		}
+		if f.nkeys == 0 {
+			out = append(out, vals...)
+			continue
+		}
+		for j, k := range p.keys {
+			out[k] = vals[j]
+		}
+	}
+	return out, nil
+}
+
+func (f *fanout) badReply(p part) error {
+	return fmt.Errorf("shardedcache: %s: unexpected reply %T from shard %d", f.info.Name, p.cmd.Val(), p.shard)
+}
+
+// setVal stores a merged reply in cmd, whose type go-redis chose for the
+// command.
+func setVal(cmd goredis.Cmder, v any) error {
+	switch cmd := cmd.(type) {
+	case *goredis.Cmd:
+		cmd.SetVal(v)
+		return nil
+	case *goredis.IntCmd:
+		if n, ok := v.(int64); ok {
+			cmd.SetVal(n)
+			return nil
+		}
+	case *goredis.StatusCmd:
+		if s, ok := v.(string); ok {
+			cmd.SetVal(s)
+			return nil
+		}
+	case *goredis.SliceCmd:
+		if vals, ok := v.([]any); ok {
+			cmd.SetVal(vals)
+			return nil
+		}
+	case *goredis.StringSliceCmd:
+		if vals, ok := v.([]any); ok {
+			ss := make([]string, len(vals))
+			for i, x := range vals {
+				if ss[i], ok = x.(string); !ok {
+					break
+				}
+			}
+			if ok {
+				cmd.SetVal(ss)
+				return nil
+			}
+		}
+	}
+	return fmt.Errorf("shardedcache: %s: cannot store a merged %T reply in a %T", cmd.Name(), v, cmd)
+}
