@@ -3,56 +3,82 @@ package ring
 import (
 	"fmt"
 	"math"
+	"math/bits"
 	"slices"
 	"strings"
 )
 
 // Shares returns, for each node in list order, the exact fraction of the
 // hash space it owns: the summed lengths of the arcs that end at its vnodes,
-// divided by 2^Bits. The fractions sum to 1. Keys hashed uniformly land on a
-// node with that probability.
+// divided by 2^Bits. Lengths are summed as integers and divided once, so a
+// node that owns the whole ring gets exactly 1. Keys hashed uniformly land on
+// a node with that probability.
 func (r *Ring) Shares() []float64 {
-	shares := make([]float64, len(r.members))
-	r.walkArcs(func(length float64, p uint64) {
-		shares[r.LocatePoint(p)] += length
-	})
-	return shares
-}
-
-// walkArcs calls f for every arc of the ring with its length as a fraction of
-// the hash space and its last point (the vnode that owns it). The arc of the
-// lowest vnode wraps around the top of the space.
-func (r *Ring) walkArcs(f func(length float64, p uint64)) {
+	sums := make([]arcSum, len(r.members))
 	arcs(r.cfg.hash.Bits(), func(yield func(uint64)) {
 		for _, v := range r.vnodes {
 			yield(v.point)
 		}
-	}, f)
+	}, func(a arc) { sums[r.LocatePoint(a.end)].add(a) })
+	shares := make([]float64, len(sums))
+	for i := range sums {
+		shares[i] = sums[i].fraction(r.cfg.hash.Bits())
+	}
+	return shares
+}
+
+// arc is the part of the ring after one point up to and including the next
+// one, end. whole marks the entire ring (a single point), whose length 2^64
+// does not fit in length.
+type arc struct {
+	end, length uint64
+	whole       bool
+}
+
+// arcSum is a 128-bit sum of arc lengths.
+type arcSum struct{ hi, lo uint64 }
+
+func (s *arcSum) add(a arc) {
+	if a.whole {
+		s.hi++ // 2^64, the whole of the widest ring
+		return
+	}
+	var carry uint64
+	s.lo, carry = bits.Add64(s.lo, a.length, 0)
+	s.hi += carry
+}
+
+// fraction returns the sum as a fraction of a ring 2^width points long.
+func (s arcSum) fraction(width int) float64 {
+	return math.Ldexp(float64(s.hi), 64-width) + math.Ldexp(float64(s.lo), -width)
 }
 
 // arcs calls f for each arc between consecutive points of a sorted,
 // duplicate-free sequence on a ring of the given width. The arc that ends at
 // the first point starts after the last one and wraps around.
-func arcs(width int, points func(yield func(uint64)), f func(length float64, end uint64)) {
-	scale := math.Ldexp(1, -width)
+func arcs(width int, points func(yield func(uint64)), f func(arc)) {
 	var first, prev uint64
 	n := 0
 	points(func(p uint64) {
 		if n == 0 {
 			first = p
 		} else {
-			f(float64(p-prev)*scale, p)
+			f(arc{end: p, length: p - prev})
 		}
 		prev = p
 		n++
 	})
 	if n == 1 {
-		f(1, first)
+		if width < 64 {
+			f(arc{end: first, length: 1 << width})
+		} else {
+			f(arc{end: first, whole: true})
+		}
 		return
 	}
 	// The wrap-around arc, (prev, 2^width) and [0, first], is
 	// 2^width + first - prev long: first-prev modulo 2^width.
-	f(float64((first-prev)&maxPoint(width))*scale, first)
+	f(arc{end: first, length: (first - prev) & maxPoint(width)})
 }
 
 // Move is the share of the hash space whose owner changes from node From of
@@ -95,18 +121,24 @@ func Compare(a, b *Ring) (Diff, error) {
 			same[j] = -1
 		}
 	}
-	moved := make(map[[2]int]float64)
+	moved := make(map[[2]int]*arcSum)
+	var total arcSum
 	arcs(a.cfg.hash.Bits(), func(yield func(uint64)) { mergePoints(a.vnodes, b.vnodes, yield) },
-		func(length float64, p uint64) {
-			from, to := a.LocatePoint(p), b.LocatePoint(p)
-			if same[to] != from {
-				moved[[2]int{from, to}] += length
+		func(arc arc) {
+			from, to := a.LocatePoint(arc.end), b.LocatePoint(arc.end)
+			if same[to] == from {
+				return
 			}
+			k := [2]int{from, to}
+			if moved[k] == nil {
+				moved[k] = &arcSum{}
+			}
+			moved[k].add(arc)
+			total.add(arc)
 		})
-	d := Diff{from: a.Nodes(), to: b.Nodes()}
-	for k, share := range moved {
-		d.Moves = append(d.Moves, Move{From: k[0], To: k[1], Share: share})
-		d.Moved += share
+	d := Diff{from: a.Nodes(), to: b.Nodes(), Moved: total.fraction(a.cfg.hash.Bits())}
+	for k, sum := range moved {
+		d.Moves = append(d.Moves, Move{From: k[0], To: k[1], Share: sum.fraction(a.cfg.hash.Bits())})
 	}
 	slices.SortFunc(d.Moves, func(x, y Move) int {
 		if x.From != y.From {

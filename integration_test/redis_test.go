@@ -1,0 +1,400 @@
+package integration_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	goredis "github.com/redis/go-redis/v9"
+
+	shardedredis "github.com/shardedcache/shardedcache/redis"
+	"github.com/shardedcache/shardedcache/ring"
+	"github.com/shardedcache/shardedcache/shardedclient"
+)
+
+var ctx = context.Background()
+
+// startShards starts n miniredis servers and a ShardedClient over them
+// (unnamed shards, Jedis placement, plus opts).
+func startShards(t *testing.T, n int, opts ...ring.Option) ([]*miniredis.Miniredis, *shardedredis.ShardedClient) {
+	t.Helper()
+	servers := make([]*miniredis.Miniredis, n)
+	shards := make([]shardedredis.ShardOptions, n)
+	for i := range servers {
+		servers[i] = miniredis.RunT(t)
+		shards[i] = shardedredis.ShardOptions{Addr: servers[i].Addr(), Options: &goredis.Options{MaxRetries: -1, DialerRetries: 1}}
+	}
+	c, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: shards, RingOptions: opts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := c.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	return servers, c
+}
+
+// holders returns the indices of the servers that hold key.
+func holders(servers []*miniredis.Miniredis, key string) []int {
+	var out []int
+	for i, s := range servers {
+		if s.Exists(key) {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// goldenRouting reads a Jedis routing file: key -> shard index (column col).
+func goldenRouting(t *testing.T, path string, col int) map[string]int {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	out := map[string]int{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if strings.HasPrefix(sc.Text(), "#") {
+			continue
+		}
+		cols := strings.Split(sc.Text(), "\t")
+		key, err := strconv.Unquote(cols[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[key], _ = strconv.Atoi(cols[col])
+	}
+	return out
+}
+
+// Every key written through the client is on exactly the server that Jedis
+// names for it.
+func TestRedisPlacementMatchesJedis(t *testing.T) {
+	for _, tc := range []struct {
+		file string
+		opts []ring.Option
+	}{
+		{"testdata/routing_a_murmur_3shards.tsv", nil},
+		{"testdata/routing_e_keytag_3shards.tsv", []ring.Option{ring.WithKeyTags()}},
+	} {
+		t.Run(tc.file, func(t *testing.T) {
+			servers, c := startShards(t, 3, tc.opts...)
+			want := goldenRouting(t, tc.file, 1)
+			if err := pipelineSet(c, want); err != nil {
+				t.Fatal(err)
+			}
+			for key, shard := range want {
+				if got := holders(servers, key); !slices.Equal(got, []int{shard}) {
+					t.Fatalf("key %q is on servers %v, Jedis puts it on %d", key, got, shard)
+				}
+				if got := c.GetShardInfo(key).Index; got != shard {
+					t.Fatalf("GetShardInfo(%q).Index = %d, want %d", key, got, shard)
+				}
+			}
+			total := 0
+			for _, s := range servers {
+				total += len(s.Keys())
+			}
+			if total != len(want) {
+				t.Fatalf("servers hold %d keys, wrote %d", total, len(want))
+			}
+		})
+	}
+}
+
+func pipelineSet(c *shardedredis.ShardedClient, kv map[string]int) error {
+	_, err := c.Pipelined(ctx, func(p goredis.Pipeliner) error {
+		for k, v := range kv {
+			p.Set(ctx, k, v, 0)
+		}
+		return nil
+	})
+	return err
+}
+
+func keys(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("key:%d", i)
+	}
+	return out
+}
+
+// MGET, EXISTS, TOUCH, DEL and UNLINK across shards equal their per-key
+// results.
+func TestRedisMultiKeyEqualsPerKey(t *testing.T) {
+	servers, c := startShards(t, 3)
+	ks := keys(300)
+	for i, k := range ks {
+		if i%3 != 0 { // a third of the keys stay missing
+			if err := c.Set(ctx, k, "v"+strconv.Itoa(i), 0).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	vals, err := c.MGet(ctx, ks...).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	present := int64(0)
+	for i, k := range ks {
+		v, err := c.Get(ctx, k).Result()
+		switch {
+		case err == goredis.Nil:
+			if vals[i] != nil {
+				t.Fatalf("MGET[%d] (%s) = %v, GET says missing", i, k, vals[i])
+			}
+		case err != nil:
+			t.Fatal(err)
+		default:
+			present++
+			if vals[i] != v {
+				t.Fatalf("MGET[%d] (%s) = %v, GET = %q", i, k, vals[i], v)
+			}
+		}
+	}
+	if present != 200 {
+		t.Fatalf("%d keys present, want 200", present)
+	}
+	for name, n := range map[string]*goredis.IntCmd{
+		"EXISTS": c.Exists(ctx, ks...),
+		"TOUCH":  c.Touch(ctx, ks...),
+	} {
+		if got, err := n.Result(); err != nil || got != present {
+			t.Fatalf("%s = %d, %v; want %d", name, got, err, present)
+		}
+	}
+	if got, err := c.Del(ctx, ks[:150]...).Result(); err != nil || got != 100 {
+		t.Fatalf("DEL of 150 keys = %d, %v; want 100", got, err)
+	}
+	if got, err := c.Unlink(ctx, ks[150:]...).Result(); err != nil || got != 100 {
+		t.Fatalf("UNLINK of 150 keys = %d, %v; want 100", got, err)
+	}
+	for i, s := range servers {
+		if n := len(s.Keys()); n != 0 {
+			t.Fatalf("server %d still holds %d keys", i, n)
+		}
+	}
+}
+
+func TestRedisMSetAndKeyspaceCommands(t *testing.T) {
+	servers, c := startShards(t, 3)
+	var pairs []any
+	for i, k := range keys(90) {
+		pairs = append(pairs, k, i)
+	}
+	if err := c.MSet(ctx, pairs...).Err(); err != nil {
+		t.Fatal(err)
+	}
+	for i, k := range keys(90) {
+		if got := holders(servers, k); !slices.Equal(got, []int{c.GetShardInfo(k).Index}) {
+			t.Fatalf("%s on servers %v, ring says %d", k, got, c.GetShardInfo(k).Index)
+		}
+		if v, _ := servers[c.GetShardInfo(k).Index].Get(k); v != strconv.Itoa(i) {
+			t.Fatalf("%s = %q, want %d", k, v, i)
+		}
+	}
+	perServer := 0
+	for _, s := range servers {
+		if len(s.Keys()) == 0 {
+			t.Fatal("a server got no key of 90")
+		}
+		perServer += len(s.Keys())
+	}
+	if n, err := c.DBSize(ctx).Result(); err != nil || n != 90 || perServer != 90 {
+		t.Fatalf("DBSIZE = %d, %v; servers hold %d; want 90", n, err, perServer)
+	}
+	got, err := c.Keys(ctx, "key:*").Result()
+	slices.Sort(got)
+	want := keys(90)
+	slices.Sort(want)
+	if err != nil || !slices.Equal(got, want) {
+		t.Fatalf("KEYS = %d keys, %v; want the 90 written", len(got), err)
+	}
+	if s, err := c.Ping(ctx).Result(); err != nil || s != "PONG" {
+		t.Fatalf("PING = %q, %v", s, err)
+	}
+	if s, err := c.FlushDB(ctx).Result(); err != nil || s != "OK" {
+		t.Fatalf("FLUSHDB = %q, %v", s, err)
+	}
+	if n, err := c.DBSize(ctx).Result(); err != nil || n != 0 {
+		t.Fatalf("DBSIZE after FLUSHDB = %d, %v", n, err)
+	}
+}
+
+// A pipeline keeps call order across shards, and each command its own reply
+// and error.
+func TestRedisPipelineOrderAndErrors(t *testing.T) {
+	_, c := startShards(t, 3)
+	ks := keys(30)
+	if err := c.LPush(ctx, ks[10], "x").Err(); err != nil { // a list: GET on it is WRONGTYPE
+		t.Fatal(err)
+	}
+	var gets []*goredis.StringCmd
+	cmds, err := c.Pipelined(ctx, func(p goredis.Pipeliner) error {
+		for i, k := range ks {
+			if i != 10 {
+				p.Set(ctx, k, "v"+k, 0)
+			}
+		}
+		for _, k := range ks {
+			gets = append(gets, p.Get(ctx, k))
+		}
+		p.MGet(ctx, ks[0], ks[1], ks[2], "missing")
+		return nil
+	})
+	if err == nil || !strings.HasPrefix(err.Error(), "WRONGTYPE") {
+		t.Fatalf("pipeline error = %v, want the WRONGTYPE of GET %s", err, ks[10])
+	}
+	if len(cmds) != 29+30+1 {
+		t.Fatalf("%d commands returned, want 60", len(cmds))
+	}
+	for i, g := range gets {
+		if cmds[29+i] != g {
+			t.Fatalf("command %d is %v, want GET %s (call order)", 29+i, cmds[29+i], ks[i])
+		}
+		if i == 10 {
+			if g.Err() == nil || !strings.HasPrefix(g.Err().Error(), "WRONGTYPE") {
+				t.Fatalf("GET %s: %v, want WRONGTYPE", ks[i], g.Err())
+			}
+			continue
+		}
+		if v, err := g.Result(); err != nil || v != "v"+ks[i] {
+			t.Fatalf("GET %s = %q, %v", ks[i], v, err)
+		}
+	}
+	mget := cmds[len(cmds)-1].(*goredis.SliceCmd)
+	if v := mget.Val(); !slices.Equal(v, []any{"v" + ks[0], "v" + ks[1], "v" + ks[2], nil}) {
+		t.Fatalf("pipelined MGET = %v", v)
+	}
+}
+
+// Commands and transactions over keys on different shards are refused
+// before anything is sent; key tags make them possible.
+func TestRedisCrossShardRefused(t *testing.T) {
+	servers, c := startShards(t, 3)
+	a, b := "key:0", "key:1"
+	if c.GetShardInfo(a).Index == c.GetShardInfo(b).Index {
+		t.Fatal("test keys must be on different shards")
+	}
+	c.Set(ctx, a, "1", 0)
+	err := c.Rename(ctx, a, b).Err()
+	var cross *shardedredis.CrossShardError
+	if !errors.Is(err, shardedredis.ErrCrossShard) || !errors.As(err, &cross) || cross.Command != "rename" || len(cross.Shards) != 2 {
+		t.Fatalf("RENAME across shards: %v", err)
+	}
+	if !servers[c.GetShardInfo(a).Index].Exists(a) || len(holders(servers, b)) != 0 {
+		t.Fatal("the refused RENAME changed the servers")
+	}
+	_, err = c.TxPipelined(ctx, func(p goredis.Pipeliner) error {
+		p.Set(ctx, a, "2", 0)
+		p.Set(ctx, b, "2", 0)
+		return nil
+	})
+	if !errors.Is(err, shardedredis.ErrCrossShard) {
+		t.Fatalf("transaction across shards: %v", err)
+	}
+	if v, _ := servers[c.GetShardInfo(a).Index].Get(a); v != "1" || len(holders(servers, b)) != 0 {
+		t.Fatal("the refused transaction changed the servers")
+	}
+	err = c.Watch(ctx, func(*goredis.Tx) error { return nil }, a, b)
+	if !errors.Is(err, shardedredis.ErrCrossShard) {
+		t.Fatalf("WATCH across shards: %v", err)
+	}
+
+	// With key tags, keys that share a tag share a shard.
+	servers, c = startShards(t, 3, ring.WithKeyTags())
+	a, b = "{user:1}:name", "{user:1}:copy"
+	c.Set(ctx, a, "ada", 0)
+	if err := c.Rename(ctx, a, b).Err(); err != nil {
+		t.Fatal(err)
+	}
+	cmds, err := c.TxPipelined(ctx, func(p goredis.Pipeliner) error {
+		p.Incr(ctx, "{user:1}:n")
+		p.Get(ctx, b)
+		return nil
+	})
+	if err != nil || cmds[1].(*goredis.StringCmd).Val() != "ada" {
+		t.Fatalf("tagged transaction: %v, %v", cmds, err)
+	}
+	if got := holders(servers, b); !slices.Equal(got, []int{c.GetShardInfo("user:1").Index}) {
+		t.Fatalf("tagged key on servers %v, want the tag's shard %d", got, c.GetShardInfo("user:1").Index)
+	}
+}
+
+// A closed shard fails the commands for its keys with an error naming it;
+// the other shards keep working, and the shard serves again once restarted.
+func TestRedisClosedShard(t *testing.T) {
+	servers, c := startShards(t, 3)
+	ks := keys(60)
+	for _, k := range ks {
+		if err := c.Set(ctx, k, k, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const dead = 1
+	deadAddr := servers[dead].Addr()
+	servers[dead].Close()
+	for _, k := range ks {
+		err := c.Get(ctx, k).Err()
+		if c.GetShardInfo(k).Index != dead {
+			if err != nil {
+				t.Fatalf("GET %s on a live shard: %v", k, err)
+			}
+			continue
+		}
+		var se *shardedclient.ShardError
+		if !errors.As(err, &se) || se.Index != dead || se.Addr != deadAddr {
+			t.Fatalf("GET %s on the dead shard: %v, want a ShardError naming shard %d", k, err, dead)
+		}
+		if !strings.Contains(err.Error(), "shard 1 ("+deadAddr+")") {
+			t.Fatalf("error %q does not name the shard", err)
+		}
+	}
+	var se *shardedclient.ShardError
+	if err := c.MGet(ctx, ks...).Err(); !errors.As(err, &se) || se.Index != dead {
+		t.Fatalf("MGET over the dead shard: %v, want its ShardError", err)
+	}
+	if err := c.DBSize(ctx).Err(); !errors.As(err, &se) || se.Index != dead {
+		t.Fatalf("DBSIZE with a dead shard: %v, want its ShardError", err)
+	}
+	if err := servers[dead].Restart(); err != nil {
+		t.Fatal(err)
+	}
+	// go-redis's pool probes a failed address once a second before it dials
+	// again; the same client serves the shard as soon as it does.
+	var err error
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if err = c.Set(ctx, ks[firstOn(c, ks, dead)], "again", 0).Err(); err == nil {
+			break
+		}
+	}
+	if err != nil {
+		t.Fatalf("the restarted shard does not serve: %v", err)
+	}
+	for _, k := range ks {
+		if err := c.Set(ctx, k, "again", 0).Err(); err != nil {
+			t.Fatalf("SET %s after restart: %v", k, err)
+		}
+	}
+	if v, _ := servers[dead].Get(ks[firstOn(c, ks, dead)]); v != "again" {
+		t.Fatalf("restarted shard holds %q, want the new value", v)
+	}
+}
+
+// firstOn returns the index in ks of the first key that shard owns.
+func firstOn(c *shardedredis.ShardedClient, ks []string, shard int) int {
+	return slices.IndexFunc(ks, func(k string) bool { return c.GetShardInfo(k).Index == shard })
+}
