@@ -1,0 +1,171 @@
+package redis_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+
+	"github.com/alicebob/miniredis/v2"
+	goredis "github.com/redis/go-redis/v9"
+
+	shardedredis "github.com/shardedcache/shardedcache/redis"
+	"github.com/shardedcache/shardedcache/ring"
+)
+
+// startShards starts one in-process Redis server per name and returns the
+// shard options for them and a function that stops them all.
+func startShards(names ...string) ([]shardedredis.ShardOptions, func()) {
+	var servers []*miniredis.Miniredis
+	stop := func() {
+		for _, s := range servers {
+			s.Close()
+		}
+	}
+	opts := make([]shardedredis.ShardOptions, len(names))
+	for i, name := range names {
+		s, err := miniredis.Run()
+		if err != nil {
+			stop()
+			log.Fatal(err)
+		}
+		servers = append(servers, s)
+		opts[i] = shardedredis.ShardOptions{Name: name, Addr: s.Addr()}
+	}
+	return opts, stop
+}
+
+func ExampleNewShardedClient() {
+	shards, stop := startShards("redis-a", "redis-b", "redis-c")
+	defer stop()
+
+	client, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: shards})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer client.Close()
+
+	ctx := context.Background()
+	for _, key := range []string{"user:1", "user:3", "user:9"} {
+		// Set and Get are go-redis's own methods; each runs on the shard
+		// that owns its key. Placement depends only on the shard names,
+		// so it is the same on every run.
+		if err := client.Set(ctx, key, "hello "+key, 0).Err(); err != nil {
+			log.Fatal(err)
+		}
+		val, err := client.Get(ctx, key).Result()
+		if err != nil {
+			log.Fatal(err)
+		}
+		info := client.GetShardInfo(key)
+		fmt.Printf("%s -> shard %d (%s): %q\n", key, info.Index, info.Name, val)
+	}
+	// Output:
+	// user:1 -> shard 1 (redis-b): "hello user:1"
+	// user:3 -> shard 2 (redis-c): "hello user:3"
+	// user:9 -> shard 0 (redis-a): "hello user:9"
+}
+
+func ExampleShardedClient_mget() {
+	shards, stop := startShards("redis-a", "redis-b", "redis-c")
+	defer stop()
+
+	client, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: shards})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer client.Close()
+
+	// A pipeline is split by shard: one pipeline per server, run in
+	// parallel, each command keeping its own reply.
+	ctx := context.Background()
+	_, err = client.Pipelined(ctx, func(pipe goredis.Pipeliner) error {
+		for i := range 10 {
+			pipe.Set(ctx, fmt.Sprintf("user:%d", i), fmt.Sprintf("v%d", i), 0)
+		}
+		return nil
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	// MGET is split by shard too; the values come back in argument order,
+	// nil for a missing key.
+	keys := []string{"user:9", "user:3", "user:1", "missing", "user:8", "user:0"}
+	vals, err := client.MGet(ctx, keys...).Result()
+	if err != nil {
+		log.Fatal(err)
+	}
+	for i, key := range keys {
+		fmt.Printf("%-7s shard %d: %v\n", key, client.GetShardInfo(key).Index, vals[i])
+	}
+	// Output:
+	// user:9  shard 0: v9
+	// user:3  shard 2: v3
+	// user:1  shard 1: v1
+	// missing shard 2: <nil>
+	// user:8  shard 1: v8
+	// user:0  shard 2: v0
+}
+
+func ExampleCrossShardError() {
+	ctx := context.Background()
+	src, dst := "{user:1}:a", "{user:1}:b"
+
+	// Without key tags every key is hashed whole, so src and dst land on
+	// different shards, and RENAME fails before anything is sent.
+	shards, stop := startShards("redis-a", "redis-b", "redis-c")
+	defer stop()
+	plain, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: shards})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer plain.Close()
+	if err := plain.Set(ctx, src, "ada", 0).Err(); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("without key tags: shards", plain.GetShardInfo(src).Index, plain.GetShardInfo(dst).Index)
+	err = plain.Rename(ctx, src, dst).Err()
+	fmt.Println("cross-shard:", errors.Is(err, shardedredis.ErrCrossShard))
+	var cse *shardedredis.CrossShardError
+	if errors.As(err, &cse) {
+		fmt.Println("command:", cse.Command)
+	}
+	n, err := plain.Exists(ctx, src).Result()
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("source still there:", n == 1)
+
+	// With key tags both keys are placed by their tag "user:1", so they
+	// share a shard and RENAME runs there.
+	shards, stop = startShards("redis-a", "redis-b", "redis-c")
+	defer stop()
+	tagged, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{
+		Shards:      shards,
+		RingOptions: []ring.Option{ring.WithKeyTags()},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer tagged.Close()
+	if err := tagged.Set(ctx, src, "ada", 0).Err(); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("with key tags: shards", tagged.GetShardInfo(src).Index, tagged.GetShardInfo(dst).Index)
+	if err := tagged.Rename(ctx, src, dst).Err(); err != nil {
+		log.Fatal(err)
+	}
+	val, err := tagged.Get(ctx, dst).Result()
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("renamed:", val)
+	// Output:
+	// without key tags: shards 1 2
+	// cross-shard: true
+	// command: rename
+	// source still there: true
+	// with key tags: shards 1 1
+	// renamed: ada
+}
