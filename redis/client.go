@@ -189,23 +189,21 @@ func (c *ShardedClient) Watch(ctx context.Context, fn func(*goredis.Tx) error, k
 	}
 	args := make([]any, 0, len(keys)+1)
 	args = append(args, "watch")
+	ks := keyShards{c: c, name: "watch", args: args, shard: noKeys}
 	for _, k := range keys {
-		args = append(args, k)
+		ks.args = append(ks.args, k)
+		ks.add(len(ks.args) - 1)
 	}
-	each := func(f func(int)) {
-		for i := 1; i < len(args); i++ {
-			f(i)
-		}
+	if ks.shard == manyShard {
+		return c.crossShard("watch", ks.args, func(f func(int)) {
+			for i := 1; i < len(ks.args); i++ {
+				f(i)
+			}
+		})
 	}
-	shard, err := c.shardOfKeys("watch", args, each)
-	if err != nil {
-		return err
-	}
-	if shard == manyShard {
-		return c.crossShard("watch", args, each)
-	}
+	shard := ks.shard
 	var fnErr error
-	err = c.shards.Shard(shard).Client.Watch(ctx, func(tx *goredis.Tx) error {
+	err := c.shards.Shard(shard).Client.Watch(ctx, func(tx *goredis.Tx) error {
 		fnErr = fn(tx)
 		return fnErr
 	}, keys...)

@@ -41,17 +41,18 @@ func (c *ShardedClient) route(cmd goredis.Cmder) (int, *commands.Info, error) {
 	if err != nil {
 		return 0, nil, &UnsupportedError{Command: cmd.Name(), Reason: err.Error()}
 	}
-	shard, err := c.shardOfKeys(info.Name, args, func(f func(int)) {
-		err = info.KeyPositions(args, f)
-	})
+	ks := keyShards{c: c, name: info.Name, args: args, shard: noKeys}
+	if err := info.KeyPositions(args, ks.add); err != nil {
+		return 0, nil, &UnsupportedError{Command: info.Name, Reason: err.Error()}
+	}
 	switch {
-	case err != nil:
-		return 0, nil, err
-	case shard >= 0:
-		return shard, info, nil
-	case shard == noKeys && info.Request == commands.AllShards:
+	case ks.err != nil:
+		return 0, nil, ks.err
+	case ks.shard >= 0:
+		return ks.shard, info, nil
+	case ks.shard == noKeys && info.Request == commands.AllShards:
 		return c.fanOut(info)
-	case shard == noKeys:
+	case ks.shard == noKeys:
 		return 0, nil, &UnsupportedError{Command: info.Name, Reason: "a command without keys has no shard"}
 	case info.Request == commands.MultiShard: // keys on several shards
 		return c.fanOut(info)
@@ -70,33 +71,36 @@ func (c *ShardedClient) fanOut(info *commands.Info) (int, *commands.Info, error)
 	return 0, nil, &UnsupportedError{Command: info.Name, Reason: "its replies from several shards have no defined merge"}
 }
 
-// Results of shardOfKeys besides a shard index.
+// Values of keyShards.shard besides a shard index.
 const (
 	noKeys    = -1
 	manyShard = -2
 )
 
-// shardOfKeys returns the shard that owns all the keys that each yields
-// (positions in args), noKeys, or manyShard when they are on several shards
-// The error is an *UnsupportedError for a key of a type that is not sent as
-// a string.
-func (c *ShardedClient) shardOfKeys(name string, args []any, each func(f func(pos int))) (int, error) {
-	shard := noKeys
-	var err error
-	each(func(p int) {
-		key, ok := commands.Arg(args[p])
-		if !ok {
-			err = &UnsupportedError{Command: name, Reason: fmt.Sprintf("key argument %d has type %T", p, args[p])}
-			return
-		}
-		switch s := c.shards.Locate(key); {
-		case shard == noKeys:
-			shard = s
-		case shard != s:
-			shard = manyShard
-		}
-	})
-	return shard, err
+// keyShards finds the shard that owns all of a command's keys, fed one
+// argument position at a time: the shard, noKeys, or manyShard when the
+// keys are on several shards. err is an *UnsupportedError for a key of a
+// type go-redis does not send as a string.
+type keyShards struct {
+	c     *ShardedClient
+	name  string
+	args  []any
+	shard int
+	err   error
+}
+
+func (k *keyShards) add(pos int) {
+	key, ok := commands.Arg(k.args[pos])
+	if !ok {
+		k.err = &UnsupportedError{Command: k.name, Reason: fmt.Sprintf("key argument %d has type %T", pos, k.args[pos])}
+		return
+	}
+	switch s := k.c.shards.Locate(key); {
+	case k.shard == noKeys:
+		k.shard = s
+	case k.shard != s:
+		k.shard = manyShard
+	}
 }
 
 // crossShard builds the *CrossShardError of a command whose keys, at the

@@ -1,0 +1,90 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/alicebob/miniredis/v2"
+	goredis "github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
+
+	"github.com/shardedcache/shardedcache/ring"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestNewShardedClientErrors(t *testing.T) {
+	cases := []struct {
+		name string
+		opt  *ShardedOptions
+		want string
+	}{
+		{"nil options", nil, "no shards"},
+		{"no shards", &ShardedOptions{}, "no shards"},
+		{"no address", &ShardedOptions{Shards: []ShardOptions{{Addr: "127.0.0.1:1"}, {Name: "b"}}}, `shard 1 ("b"): no address`},
+		{"bad address", &ShardedOptions{Shards: []ShardOptions{{Addr: "localhost"}}}, `shard 0 (""): address "localhost"`},
+		{"negative weight", &ShardedOptions{Shards: []ShardOptions{{Addr: "127.0.0.1:1", Weight: -2}}}, "weight -2 is negative"},
+		{"duplicate name", &ShardedOptions{Shards: []ShardOptions{{Name: "a", Addr: "127.0.0.1:1"}, {Name: "a", Addr: "127.0.0.1:2"}}}, `nodes 0 and 1 have the same name "a"`},
+		{"bad replicas", &ShardedOptions{Shards: []ShardOptions{{Addr: "127.0.0.1:1"}}, RingOptions: []ring.Option{ring.WithReplicas(0)}}, "replicas 0"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			sc, err := NewShardedClient(c.opt)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("error %v, want it to contain %q", err, c.want)
+			}
+			if sc != nil {
+				t.Fatal("a client came back with the error")
+			}
+		})
+	}
+	if _, err := NewShardedClientFromClients([]Shard{{Name: "x"}}); err == nil || !strings.Contains(err.Error(), `shard 0 ("x"): nil client`) {
+		t.Fatalf("nil client: %v", err)
+	}
+}
+
+func TestOptionsAddrWins(t *testing.T) {
+	m := miniredis.RunT(t)
+	c, err := NewShardedClient(&ShardedOptions{Shards: []ShardOptions{
+		{Addr: m.Addr(), Options: &goredis.Options{Addr: "127.0.0.1:1", DB: 0}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if got := c.Shards()[0].Client.Options().Addr; got != m.Addr() {
+		t.Fatalf("shard address %q, want %q", got, m.Addr())
+	}
+	if err := c.Set(context.Background(), "k", "v", 0).Err(); err != nil || !m.Exists("k") {
+		t.Fatalf("SET through the Addr: %v", err)
+	}
+}
+
+// Commands with no sharded meaning are refused before anything is sent.
+func TestUnsupportedCommands(t *testing.T) {
+	m := miniredis.RunT(t)
+	c, err := NewShardedClient(&ShardedOptions{Shards: []ShardOptions{{Addr: m.Addr()}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	for name, err := range map[string]error{
+		"publish":   c.Publish(ctx, "chan", "msg").Err(),
+		"nosuchcmd": c.Do(ctx, "nosuchcmd", "k").Err(),
+		"sort":      c.SortRO(ctx, "k", &goredis.Sort{By: "w_*"}).Err(),
+		"info":      c.Info(ctx).Err(),
+		"set":       c.Do(ctx, "set", struct{}{}, "v").Err(),
+		"watch":     c.Watch(ctx, func(*goredis.Tx) error { return nil }),
+	} {
+		var u *UnsupportedError
+		if !errors.Is(err, ErrUnsupported) || !errors.As(err, &u) {
+			t.Errorf("%s: %v, want an UnsupportedError", name, err)
+		}
+	}
+	if n := len(m.Keys()); n != 0 {
+		t.Fatalf("refused commands wrote %d keys", n)
+	}
+}
