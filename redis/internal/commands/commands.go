@@ -76,6 +76,27 @@ type keySpec struct {
 
 var byName = map[string]*Info{}
 
+// The tips of COMMAND INFO that set the policies. all_nodes (CONFIG SET,
+// SCRIPT LOAD, ...) is all_shards here: every node of ours is a shard.
+var (
+	requestTips = map[string]RequestPolicy{
+		"request_policy:multi_shard": MultiShard,
+		"request_policy:all_shards":  AllShards,
+		"request_policy:all_nodes":   AllShards,
+		"request_policy:special":     Special,
+	}
+	responseTips = map[string]ResponsePolicy{
+		"response_policy:all_succeeded":   AllSucceeded,
+		"response_policy:one_succeeded":   OneSucceeded,
+		"response_policy:agg_sum":         AggSum,
+		"response_policy:agg_min":         AggMin,
+		"response_policy:agg_max":         AggMax,
+		"response_policy:agg_logical_and": AggLogicalAnd,
+		"response_policy:agg_logical_or":  AggLogicalOr,
+		"response_policy:special":         SpecialResponse,
+	}
+)
+
 func init() {
 	var raw []json.RawMessage
 	if err := json.Unmarshal(table, &raw); err != nil {
@@ -137,29 +158,11 @@ func parse(r json.RawMessage) (*Info, error) {
 		info.Flags[f] = true
 	}
 	for _, t := range tips {
-		switch t {
-		case "request_policy:multi_shard":
-			info.Request = MultiShard
-		case "request_policy:all_shards", "request_policy:all_nodes":
-			info.Request = AllShards
-		case "request_policy:special":
-			info.Request = Special
-		case "response_policy:all_succeeded":
-			info.Response = AllSucceeded
-		case "response_policy:one_succeeded":
-			info.Response = OneSucceeded
-		case "response_policy:agg_sum":
-			info.Response = AggSum
-		case "response_policy:agg_min":
-			info.Response = AggMin
-		case "response_policy:agg_max":
-			info.Response = AggMax
-		case "response_policy:agg_logical_and":
-			info.Response = AggLogicalAnd
-		case "response_policy:agg_logical_or":
-			info.Response = AggLogicalOr
-		case "response_policy:special":
-			info.Response = SpecialResponse
+		if p, ok := requestTips[t]; ok {
+			info.Request = p
+		}
+		if p, ok := responseTips[t]; ok {
+			info.Response = p
 		}
 	}
 	for _, s := range specs {
