@@ -398,3 +398,130 @@ func TestRedisClosedShard(t *testing.T) {
 func firstOn(c *shardedredis.ShardedClient, ks []string, shard int) int {
 	return slices.IndexFunc(ks, func(k string) bool { return c.GetShardInfo(k).Index == shard })
 }
+
+// distinctShards returns n keys "key:<i>" on n different shards.
+func distinctShards(t *testing.T, c *shardedredis.ShardedClient, n int) []string {
+	t.Helper()
+	var out []string
+	seen := map[int]bool{}
+	for i := 0; len(out) < n && i < 1000; i++ {
+		k := "key:" + strconv.Itoa(i)
+		if s := c.GetShardInfo(k).Index; !seen[s] {
+			seen[s] = true
+			out = append(out, k)
+		}
+	}
+	if len(out) < n {
+		t.Fatalf("found keys on %d shards, want %d", len(out), n)
+	}
+	return out
+}
+
+// An MSET whose last key has no value is refused, alone or in a pipeline,
+// before anything is sent.
+func TestRedisMalformedSplitRefused(t *testing.T) {
+	servers, c := startShards(t, 3)
+	k := distinctShards(t, c, 2)
+	if err := c.MSet(ctx, k[0], "v", k[1]).Err(); !errors.Is(err, shardedredis.ErrUnsupported) {
+		t.Fatalf("odd MSET: %v, want ErrUnsupported", err)
+	}
+	cmds, err := c.Pipelined(ctx, func(p goredis.Pipeliner) error {
+		p.Set(ctx, k[0], "ok", 0)
+		p.Do(ctx, "mset", k[0], "v", k[1])
+		return nil
+	})
+	if !errors.Is(err, shardedredis.ErrUnsupported) || cmds[0].Err() != nil {
+		t.Fatalf("pipeline with an odd MSET: %v / %v", err, cmds[0].Err())
+	}
+	if v, _ := servers[c.GetShardInfo(k[0]).Index].Get(k[0]); v != "ok" || len(holders(servers, k[1])) != 0 {
+		t.Fatal("the refused MSET wrote to a server")
+	}
+}
+
+// Keys of any type go-redis can send are placed by the bytes it sends.
+func TestRedisNonStringKeysPlacedByWireBytes(t *testing.T) {
+	servers, c := startShards(t, 3)
+	for _, key := range []any{float32(0.1), 12345, int64(-7), 2.5, true, []byte("bytes-key"), uint16(9)} {
+		if err := c.Do(ctx, "set", key, "v").Err(); err != nil {
+			t.Fatalf("SET %v: %v", key, err)
+		}
+	}
+	for _, wire := range []string{"0.10000000149011612", "12345", "-7", "2.5", "1", "bytes-key", "9"} {
+		if got := holders(servers, wire); !slices.Equal(got, []int{c.GetShardInfo(wire).Index}) {
+			t.Fatalf("key %q on servers %v, ring says %d", wire, got, c.GetShardInfo(wire).Index)
+		}
+	}
+	if err := c.Do(ctx, "set", struct{}{}, "v").Err(); !errors.Is(err, shardedredis.ErrUnsupported) {
+		t.Fatalf("struct key: %v, want ErrUnsupported", err)
+	}
+}
+
+// Keyless all-shard commands run only when their replies merge into the
+// go-redis result type; the others are refused before anything is sent.
+func TestRedisKeylessFanOutTypes(t *testing.T) {
+	servers, c := startShards(t, 3)
+	sha, err := c.ScriptLoad(ctx, "return 7").Result()
+	if err != nil || len(sha) != 40 {
+		t.Fatalf("SCRIPT LOAD = %q, %v", sha, err)
+	}
+	for i, s := range c.Shards() {
+		if ok, err := s.Client.ScriptExists(ctx, sha).Result(); err != nil || !ok[0] {
+			t.Fatalf("script missing on shard %d: %v %v", i, ok, err)
+		}
+	}
+	c.Set(ctx, "a", "1", 0)
+	for name, err := range map[string]error{
+		"randomkey": c.RandomKey(ctx).Err(),
+		"slowlog":   c.SlowLogGet(ctx, 10).Err(),
+		"scan":      c.Scan(ctx, 0, "*", 10).Err(),
+	} {
+		if !errors.Is(err, shardedredis.ErrUnsupported) {
+			t.Errorf("%s: %v, want ErrUnsupported", name, err)
+		}
+	}
+	if n := len(servers[0].Keys()) + len(servers[1].Keys()) + len(servers[2].Keys()); n != 1 {
+		t.Fatalf("servers hold %d keys, want 1", n)
+	}
+}
+
+// Inside Watch, the *redis.Tx refuses commands for other shards' keys.
+func TestRedisWatchGuardsTheShard(t *testing.T) {
+	servers, c := startShards(t, 3)
+	k := distinctShards(t, c, 2)
+	c.Set(ctx, k[0], "10", 0)
+	c.Set(ctx, k[1], "20", 0)
+	err := c.Watch(ctx, func(tx *goredis.Tx) error {
+		v, err := tx.Get(ctx, k[0]).Int()
+		if err != nil {
+			return err
+		}
+		if err := tx.Get(ctx, k[1]).Err(); !errors.Is(err, shardedredis.ErrCrossShard) {
+			return fmt.Errorf("GET of another shard's key in the Tx: %v", err)
+		}
+		_, err = tx.TxPipelined(ctx, func(p goredis.Pipeliner) error {
+			p.Set(ctx, k[0], v+1, 0)
+			p.Set(ctx, k[1], "stolen", 0)
+			return nil
+		})
+		if !errors.Is(err, shardedredis.ErrCrossShard) {
+			return fmt.Errorf("cross-shard TxPipelined in the Tx: %v", err)
+		}
+		_, err = tx.TxPipelined(ctx, func(p goredis.Pipeliner) error {
+			p.Set(ctx, k[0], v+1, 0)
+			return nil
+		})
+		return err
+	}, k[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := servers[c.GetShardInfo(k[0]).Index].Get(k[0]); v != "11" {
+		t.Fatalf("%s = %q, want 11", k[0], v)
+	}
+	if got := holders(servers, k[1]); !slices.Equal(got, []int{c.GetShardInfo(k[1]).Index}) {
+		t.Fatalf("%s on servers %v", k[1], got)
+	}
+	if v, _ := servers[c.GetShardInfo(k[1]).Index].Get(k[1]); v != "20" {
+		t.Fatalf("%s = %q, the guard let a write through", k[1], v)
+	}
+}

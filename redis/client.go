@@ -44,18 +44,22 @@ type ShardedOptions struct {
 type Shard = shardedclient.Shard[*goredis.Client]
 
 // ShardedClient is a Redis client over several servers. Its command methods
-// are go-redis's own (the embedded redis.Cmdable), with the same signatures
-// and result types; each command runs where the package documentation says.
-// It is safe for concurrent use.
+// are go-redis's own (redis.Cmdable), with the same signatures and result
+// types; each command runs where the package documentation says. It is safe
+// for concurrent use.
 type ShardedClient struct {
-	// Cmdable is a go-redis client that never connects anywhere: every
-	// command it builds is handed to the router, which runs it on shards.
-	goredis.Cmdable
+	// cmdable is a go-redis client that never connects anywhere: every
+	// command and pipeline it builds is handed to the hook, which runs it on
+	// the shards.
+	cmdable
 
-	shards   *shardedclient.Sharded[*goredis.Client]
-	router   *goredis.Client // commands and pipelines
-	txRouter *goredis.Client // MULTI/EXEC pipelines
+	shards *shardedclient.Sharded[*goredis.Client]
+	router *goredis.Client
 }
+
+// cmdable names the embedded go-redis command set without exporting the
+// router behind it.
+type cmdable = goredis.Cmdable
 
 // errRouterDial is what a go-redis code path that bypasses the router's
 // hooks would get; none is reachable through ShardedClient's methods.
@@ -125,22 +129,16 @@ func NewShardedClientFromClients(shards []Shard, opts ...ring.Option) (*ShardedC
 		return nil, fmt.Errorf("shardedcache: %w", err)
 	}
 	c := &ShardedClient{shards: s}
-	c.router = newRouter(hook{c: c})
-	c.txRouter = newRouter(hook{c: c, tx: true})
-	c.Cmdable = c.router
-	return c, nil
-}
-
-func newRouter(h goredis.Hook) *goredis.Client {
-	r := goredis.NewClient(&goredis.Options{
+	c.router = goredis.NewClient(&goredis.Options{
 		Addr: "shardedcache-router:0",
 		Dialer: func(context.Context, string, string) (net.Conn, error) {
 			return nil, errRouterDial
 		},
 		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
 	})
-	r.AddHook(h)
-	return r
+	c.router.AddHook(hook{c})
+	c.cmdable = c.router
+	return c, nil
 }
 
 // GetShard returns the client of the shard that owns key.
@@ -169,41 +167,28 @@ func (c *ShardedClient) Do(ctx context.Context, args ...any) *goredis.Cmd {
 	return c.router.Do(ctx, args...)
 }
 
-// TxPipeline returns a pipeline whose commands run in one MULTI/EXEC
-// transaction. Exec fails with a *CrossShardError, sending nothing, unless
-// every queued command has its keys on one and the same shard.
-func (c *ShardedClient) TxPipeline() goredis.Pipeliner { return c.txRouter.TxPipeline() }
-
-// TxPipelined runs fn's commands in one transaction, as TxPipeline.
-func (c *ShardedClient) TxPipelined(ctx context.Context, fn func(goredis.Pipeliner) error) ([]goredis.Cmder, error) {
-	return c.TxPipeline().Pipelined(ctx, fn)
-}
-
 // Watch runs fn in an optimistic transaction (WATCH keys, then fn) on the
 // shard that owns keys. Every key must be on that shard (key tags help),
-// else it returns a *CrossShardError; commands that fn sends through its
-// *redis.Tx run on that shard, so they must use keys it owns.
+// else it returns a *CrossShardError. Commands that fn sends through its
+// *redis.Tx run on that shard: one whose keys are on another shard fails
+// with a *CrossShardError, sent nowhere.
 func (c *ShardedClient) Watch(ctx context.Context, fn func(*goredis.Tx) error, keys ...string) error {
 	if len(keys) == 0 {
 		return &UnsupportedError{Command: "watch", Reason: "no keys, so no shard"}
 	}
-	args := make([]any, 0, len(keys)+1)
-	args = append(args, "watch")
-	ks := keyShards{c: c, name: "watch", args: args, shard: noKeys}
+	ks := keyShards{c: c, name: "watch", args: make([]any, 0, len(keys)+1), shard: noKeys}
+	ks.args = append(ks.args, "watch")
 	for _, k := range keys {
 		ks.args = append(ks.args, k)
 		ks.add(len(ks.args) - 1)
 	}
 	if ks.shard == manyShard {
-		return c.crossShard("watch", ks.args, func(f func(int)) {
-			for i := 1; i < len(ks.args); i++ {
-				f(i)
-			}
-		})
+		return c.crossShard("watch", ks.all)
 	}
 	shard := ks.shard
 	var fnErr error
 	err := c.shards.Shard(shard).Client.Watch(ctx, func(tx *goredis.Tx) error {
+		tx.AddHook(guard{c: c, shard: shard})
 		fnErr = fn(tx)
 		return fnErr
 	}, keys...)
@@ -228,5 +213,5 @@ func (c *ShardedClient) ForEachShard(ctx context.Context, fn func(ctx context.Co
 
 // Close closes every shard's client and returns their errors joined.
 func (c *ShardedClient) Close() error {
-	return errors.Join(c.shards.Close(), c.router.Close(), c.txRouter.Close())
+	return errors.Join(c.shards.Close(), c.router.Close())
 }

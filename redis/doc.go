@@ -27,13 +27,23 @@
 //     FLUSHDB, FLUSHALL, KEYS) runs on every shard and the replies are
 //     merged by its response policy (DBSIZE summed, PING and FLUSHDB succeed
 //     when every shard does, KEYS concatenated);
-//   - other keyless commands, and commands whose keys cannot be known from
-//     their arguments, fail with an *UnsupportedError (errors.Is(err,
-//     ErrUnsupported)); ForEachShard runs anything on every shard.
+//   - other keyless commands (SCAN, RANDOMKEY, INFO, PUBLISH, ...), commands
+//     whose keys cannot be known from their arguments, and fan-outs whose
+//     replies cannot be merged into the go-redis result type fail with an
+//     *UnsupportedError (errors.Is(err, ErrUnsupported)) before anything is
+//     sent; ForEachShard runs anything on every shard;
+//   - pipelines run one pipeline per shard, in parallel, with results in call
+//     order; TxPipeline and Watch run on one shard, and the *redis.Tx of
+//     Watch refuses commands for other shards' keys.
 //
 // A transport failure of one shard (refused connection, timeout) is returned
 // as a *shardedclient.ShardError that names the shard and wraps the cause;
 // Redis's reply errors (WRONGTYPE, ...) and redis.Nil are returned as go-redis
 // returns them. A command that reached several shards fails as a whole when
-// any shard fails: no partial reply is returned as if complete.
+// any shard fails: no partial reply is returned as if complete. A split
+// write (MSET, DEL, FLUSHDB) that fails on one shard may have been applied on
+// the others; the error names the shard that failed.
+//
+// The command table is Redis 7.0.15's; commands that Redis added later are
+// refused with an *UnsupportedError until the table covers them.
 package redis

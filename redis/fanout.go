@@ -27,8 +27,9 @@ type part struct {
 
 // split builds the parts of cmd: the same command on every shard when it is
 // keyless, else one command per shard with that shard's keys (and the
-// arguments that go with each key, such as MSET's values).
-func (c *ShardedClient) split(ctx context.Context, cmd goredis.Cmder, info *commands.Info) *fanout {
+// arguments that go with each key, such as MSET's values). It fails, sending
+// nothing, when a key lacks the arguments that go with it (an odd MSET).
+func (c *ShardedClient) split(ctx context.Context, cmd goredis.Cmder, info *commands.Info) (*fanout, error) {
 	args := cmd.Args()
 	f := &fanout{cmd: cmd, info: info}
 	var pos []int
@@ -37,12 +38,15 @@ func (c *ShardedClient) split(ctx context.Context, cmd goredis.Cmder, info *comm
 		for i := range c.shards.Len() {
 			f.parts = append(f.parts, part{shard: i, cmd: goredis.NewCmd(ctx, args...)})
 		}
-		return f
+		return f, nil
 	}
 	f.nkeys = len(pos)
 	step := 1
 	if len(pos) > 1 {
 		step = pos[1] - pos[0]
+	}
+	if pos[len(pos)-1]+step > len(args) {
+		return nil, &UnsupportedError{Command: info.Name, Reason: fmt.Sprintf("key %v has no value", args[pos[len(pos)-1]])}
 	}
 	prefix, suffix := args[:pos[0]], args[pos[len(pos)-1]+step:]
 	byShard := map[int]int{} // shard -> index in parts
@@ -63,7 +67,7 @@ func (c *ShardedClient) split(ctx context.Context, cmd goredis.Cmder, info *comm
 	for i := range f.parts {
 		f.parts[i].cmd = goredis.NewCmd(ctx, append(partArgs[i], suffix...)...)
 	}
-	return f
+	return f, nil
 }
 
 // addTo queues the parts in groups, by shard.
@@ -170,6 +174,11 @@ func setVal(cmd goredis.Cmder, v any) error {
 			return nil
 		}
 	case *goredis.StatusCmd:
+		if s, ok := v.(string); ok {
+			cmd.SetVal(s)
+			return nil
+		}
+	case *goredis.StringCmd:
 		if s, ok := v.(string); ok {
 			cmd.SetVal(s)
 			return nil

@@ -15,60 +15,118 @@ import (
 // fanOut is the shard of a command that runs on several shards.
 const fanOut = -1
 
-// hook receives every command and pipeline that the router clients build,
+// hook receives every command and pipeline that the router client builds,
 // and runs them on the shards instead of on the router's own connection.
-type hook struct {
-	c  *ShardedClient
-	tx bool // the router of MULTI/EXEC pipelines
-}
+type hook struct{ c *ShardedClient }
 
 func (h hook) DialHook(next goredis.DialHook) goredis.DialHook { return next }
 
 func (h hook) ProcessHook(goredis.ProcessHook) goredis.ProcessHook { return h.c.process }
 
+// ProcessPipelineHook serves both the router's pipelines and its
+// transactions (go-redis passes the same hook both): a transaction is a
+// pipeline framed by MULTI and EXEC.
 func (h hook) ProcessPipelineHook(goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
-	if h.tx {
-		return h.c.processTx
+	return func(ctx context.Context, cmds []goredis.Cmder) error {
+		if n := len(cmds); n >= 2 && cmds[0].Name() == "multi" && cmds[n-1].Name() == "exec" {
+			return h.c.processTx(ctx, cmds)
+		}
+		return h.c.processPipeline(ctx, cmds)
 	}
-	return h.c.processPipeline
+}
+
+// guard is added to the *redis.Tx of Watch: it refuses, before sending, a
+// command whose keys are not all on the watched shard.
+type guard struct {
+	c     *ShardedClient
+	shard int
+}
+
+func (g guard) DialHook(next goredis.DialHook) goredis.DialHook { return next }
+
+func (g guard) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
+	return func(ctx context.Context, cmd goredis.Cmder) error {
+		if err := g.check(cmd); err != nil {
+			return err
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (g guard) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []goredis.Cmder) error {
+		for _, cmd := range cmds {
+			if err := g.check(cmd); err != nil {
+				return setErrs(cmds, err)
+			}
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// check accepts a command with no keys (MULTI, EXEC, UNWATCH, PING, ...) or
+// with every key on the guarded shard.
+func (g guard) check(cmd goredis.Cmder) error {
+	info, ks, err := g.c.keysOf(cmd)
+	if err != nil || ks.shard == noKeys || ks.shard == g.shard {
+		return err
+	}
+	ks.addShard(g.shard)
+	return g.c.crossShard(info.Name, ks.all)
+}
+
+// keysOf finds cmd in Redis's command table and the shards of its keys.
+func (c *ShardedClient) keysOf(cmd goredis.Cmder) (*commands.Info, keyShards, error) {
+	args := cmd.Args()
+	info, err := commands.Lookup(args)
+	if err != nil {
+		return nil, keyShards{}, &UnsupportedError{Command: cmd.Name(), Reason: err.Error()}
+	}
+	ks := keyShards{c: c, name: info.Name, args: args, shard: noKeys}
+	if err := info.KeyPositions(args, ks.add); err != nil {
+		return nil, ks, &UnsupportedError{Command: info.Name, Reason: err.Error()}
+	}
+	return info, ks, ks.err
 }
 
 // route returns the shard that cmd runs on, or fanOut with the command's
 // table entry when it runs on several shards.
 func (c *ShardedClient) route(cmd goredis.Cmder) (int, *commands.Info, error) {
-	args := cmd.Args()
-	info, err := commands.Lookup(args)
-	if err != nil {
-		return 0, nil, &UnsupportedError{Command: cmd.Name(), Reason: err.Error()}
-	}
-	ks := keyShards{c: c, name: info.Name, args: args, shard: noKeys}
-	if err := info.KeyPositions(args, ks.add); err != nil {
-		return 0, nil, &UnsupportedError{Command: info.Name, Reason: err.Error()}
-	}
+	info, ks, err := c.keysOf(cmd)
 	switch {
-	case ks.err != nil:
-		return 0, nil, ks.err
+	case err != nil:
+		return 0, nil, err
 	case ks.shard >= 0:
 		return ks.shard, info, nil
 	case ks.shard == noKeys && info.Request == commands.AllShards:
-		return c.fanOut(info)
+		return c.fanOut(info, cmd)
 	case ks.shard == noKeys:
 		return 0, nil, &UnsupportedError{Command: info.Name, Reason: "a command without keys has no shard"}
 	case info.Request == commands.MultiShard: // keys on several shards
-		return c.fanOut(info)
+		return c.fanOut(info, cmd)
 	}
-	return 0, nil, c.crossShard(info.Name, args, func(f func(int)) { _ = info.KeyPositions(args, f) })
+	return 0, nil, c.crossShard(info.Name, ks.all)
 }
 
 // fanOut accepts a command that runs on several shards when its replies can
-// be merged.
-func (c *ShardedClient) fanOut(info *commands.Info) (int, *commands.Info, error) {
-	switch info.Response {
-	case commands.Default, commands.AllSucceeded, commands.OneSucceeded,
-		commands.AggSum, commands.AggMin, commands.AggMax:
-		return fanOut, info, nil
+// be merged into the command's go-redis type; otherwise nothing is sent.
+func (c *ShardedClient) fanOut(info *commands.Info, cmd goredis.Cmder) (int, *commands.Info, error) {
+	var ok bool
+	switch cmd.(type) {
+	case *goredis.Cmd:
+		ok = true
+	case *goredis.IntCmd:
+		ok = info.Response == commands.AggSum || info.Response == commands.AggMin || info.Response == commands.AggMax ||
+			info.Response == commands.AllSucceeded || info.Response == commands.OneSucceeded
+	case *goredis.StatusCmd, *goredis.StringCmd:
+		ok = info.Response == commands.AllSucceeded || info.Response == commands.OneSucceeded
+	case *goredis.SliceCmd, *goredis.StringSliceCmd:
+		ok = info.Response == commands.Default
 	}
-	return 0, nil, &UnsupportedError{Command: info.Name, Reason: "its replies from several shards have no defined merge"}
+	if !ok {
+		return 0, nil, &UnsupportedError{Command: info.Name, Reason: fmt.Sprintf("replies from several shards cannot be merged into a %T", cmd)}
+	}
+	return fanOut, info, nil
 }
 
 // Values of keyShards.shard besides a shard index.
@@ -78,14 +136,15 @@ const (
 )
 
 // keyShards finds the shard that owns all of a command's keys, fed one
-// argument position at a time: the shard, noKeys, or manyShard when the
-// keys are on several shards. err is an *UnsupportedError for a key of a
-// type go-redis does not send as a string.
+// argument position at a time: shard is that shard, noKeys, or manyShard
+// with every shard involved in all. err is an *UnsupportedError for a key of
+// a type that go-redis does not send.
 type keyShards struct {
 	c     *ShardedClient
 	name  string
 	args  []any
 	shard int
+	all   []int // the shards involved, once more than one is
 	err   error
 }
 
@@ -95,25 +154,27 @@ func (k *keyShards) add(pos int) {
 		k.err = &UnsupportedError{Command: k.name, Reason: fmt.Sprintf("key argument %d has type %T", pos, k.args[pos])}
 		return
 	}
-	switch s := k.c.shards.Locate(key); {
+	k.addShard(k.c.shards.Locate(key))
+}
+
+func (k *keyShards) addShard(s int) {
+	switch {
 	case k.shard == noKeys:
 		k.shard = s
-	case k.shard != s:
+	case k.shard >= 0 && k.shard != s:
+		k.all = []int{k.shard, s}
 		k.shard = manyShard
+	case k.shard == manyShard && !slices.Contains(k.all, s):
+		k.all = append(k.all, s)
 	}
 }
 
-// crossShard builds the *CrossShardError of a command whose keys, at the
-// positions each yields, span shards.
-func (c *ShardedClient) crossShard(name string, args []any, each func(f func(pos int))) error {
-	var idx []int
-	each(func(p int) {
-		key, _ := commands.Arg(args[p])
-		idx = append(idx, c.shards.Locate(key))
-	})
-	slices.Sort(idx)
+// crossShard builds the *CrossShardError of a command whose keys are on the
+// given shards.
+func (c *ShardedClient) crossShard(name string, shards []int) error {
+	shards = slices.Sorted(slices.Values(shards))
 	e := &CrossShardError{Command: name}
-	for _, i := range slices.Compact(idx) {
+	for _, i := range shards {
 		e.Shards = append(e.Shards, c.shards.Label(i))
 	}
 	return e
@@ -138,7 +199,10 @@ func (c *ShardedClient) process(ctx context.Context, cmd goredis.Cmder) error {
 	if shard >= 0 {
 		return c.wrapErr(shard, c.shards.Shard(shard).Client.Process(ctx, cmd))
 	}
-	f := c.split(ctx, cmd, info)
+	f, err := c.split(ctx, cmd, info)
+	if err != nil {
+		return err
+	}
 	groups := make([][]goredis.Cmder, c.shards.Len())
 	f.addTo(groups)
 	c.execGroups(ctx, groups)
@@ -159,7 +223,11 @@ func (c *ShardedClient) processPipeline(ctx context.Context, cmds []goredis.Cmde
 		case shard >= 0:
 			groups[shard] = append(groups[shard], cmd)
 		default:
-			f := c.split(ctx, cmd, info)
+			f, err := c.split(ctx, cmd, info)
+			if err != nil {
+				cmd.SetErr(err)
+				continue
+			}
 			f.addTo(groups)
 			fans = append(fans, f)
 		}
@@ -175,8 +243,7 @@ func (c *ShardedClient) processPipeline(ctx context.Context, cmds []goredis.Cmde
 // go-redis) on the one shard that owns every key of its commands.
 func (c *ShardedClient) processTx(ctx context.Context, cmds []goredis.Cmder) error {
 	inner := cmds[1 : len(cmds)-1]
-	shard := noKeys
-	var involved []int
+	acc := keyShards{shard: noKeys}
 	for _, cmd := range inner {
 		s, info, err := c.route(cmd)
 		if err == nil && s == fanOut {
@@ -185,21 +252,12 @@ func (c *ShardedClient) processTx(ctx context.Context, cmds []goredis.Cmder) err
 		if err != nil {
 			return setErrs(inner, err)
 		}
-		involved = append(involved, s)
-		if shard == noKeys {
-			shard = s
-		} else if shard != s {
-			shard = manyShard
-		}
+		acc.addShard(s)
 	}
-	if shard == manyShard {
-		slices.Sort(involved)
-		e := &CrossShardError{Command: "multi"}
-		for _, i := range slices.Compact(involved) {
-			e.Shards = append(e.Shards, c.shards.Label(i))
-		}
-		return setErrs(inner, e)
+	if acc.shard == manyShard {
+		return setErrs(inner, c.crossShard("multi", acc.all))
 	}
+	shard := acc.shard
 	pipe := c.shards.Shard(shard).Client.TxPipeline()
 	for _, cmd := range inner {
 		_ = pipe.Process(ctx, cmd)

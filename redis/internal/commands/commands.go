@@ -5,10 +5,13 @@ package commands
 
 import (
 	_ "embed"
+	"encoding"
 	"encoding/json"
 	"fmt"
+	"net"
 	"strconv"
 	"strings"
+	"time"
 )
 
 //go:embed redis-7.0.15-command.json
@@ -231,17 +234,28 @@ func lower(s string) string {
 	return s
 }
 
-// Arg returns the string that go-redis sends for a command argument of a
-// type a key or a name can have: string, []byte, integers, floats and bools
-// (as go-redis's proto.Writer formats them). ok is false for other types.
+// Arg returns the bytes, as a string, that go-redis's protocol writer sends
+// for a command argument (proto.Writer.WriteArg of go-redis v9): strings and
+// byte slices as they are, integers in decimal, floats as
+// strconv.FormatFloat(float64(v), 'f', -1, 64), bools as 1 or 0, time.Time
+// in RFC 3339 with nanoseconds, time.Duration as nanoseconds, nil as "", and
+// encoding.BinaryMarshaler and net.IP by their bytes. ok is false for a type
+// the writer does not send (pointers other than *string, structs, ...).
 func Arg(a any) (s string, ok bool) {
 	switch v := a.(type) {
+	case nil:
+		return "", true
 	case string:
 		return v, true
+	case *string:
+		if v == nil {
+			return "", true
+		}
+		return *v, true
 	case []byte:
 		return string(v), true
 	case int:
-		return strconv.Itoa(v), true
+		return strconv.FormatInt(int64(v), 10), true
 	case int8:
 		return strconv.FormatInt(int64(v), 10), true
 	case int16:
@@ -260,8 +274,10 @@ func Arg(a any) (s string, ok bool) {
 		return strconv.FormatUint(uint64(v), 10), true
 	case uint64:
 		return strconv.FormatUint(v, 10), true
+	case uintptr:
+		return strconv.FormatUint(uint64(v), 10), true
 	case float32:
-		return strconv.FormatFloat(float64(v), 'f', -1, 32), true
+		return strconv.FormatFloat(float64(v), 'f', -1, 64), true
 	case float64:
 		return strconv.FormatFloat(v, 'f', -1, 64), true
 	case bool:
@@ -269,6 +285,15 @@ func Arg(a any) (s string, ok bool) {
 			return "1", true
 		}
 		return "0", true
+	case time.Time:
+		return v.Format(time.RFC3339Nano), true
+	case time.Duration:
+		return strconv.FormatInt(v.Nanoseconds(), 10), true
+	case net.IP:
+		return string(v), true
+	case encoding.BinaryMarshaler:
+		b, err := v.MarshalBinary()
+		return string(b), err == nil
 	}
 	return "", false
 }
@@ -340,13 +365,13 @@ func (s *keySpec) find(args []any, begin int) (first, last, step int, err error)
 		}
 		first = begin + s.firstKey
 		step = max(s.keyStep, 1)
-		last = first + (n-1)*step
 		if n == 0 {
 			return first, first - 1, step, nil
 		}
-		if last >= len(args) {
+		if n > len(args) || first+(n-1)*step >= len(args) {
 			return 0, 0, 0, fmt.Errorf("numkeys %d exceeds the arguments", n)
 		}
+		last = first + (n-1)*step
 		return first, last, step, nil
 	}
 	step = max(s.keyStep, 1)

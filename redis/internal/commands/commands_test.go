@@ -121,3 +121,27 @@ func TestPolicies(t *testing.T) {
 		t.Errorf("table has %d commands, want 240 (Redis 7.0.15)", n)
 	}
 }
+
+func TestArgMatchesGoRedisWriter(t *testing.T) {
+	s := "ptr"
+	cases := []struct {
+		in   any
+		want string
+	}{
+		{float32(0.1), "0.10000000149011612"},
+		{1e21, "1000000000000000000000"},
+		{true, "1"}, {false, "0"}, {nil, ""}, {&s, "ptr"}, {(*string)(nil), ""},
+		{uint8(7), "7"}, {int8(-7), "-7"}, {[]byte("b"), "b"},
+	}
+	for _, c := range cases {
+		if got, ok := Arg(c.in); !ok || got != c.want {
+			t.Errorf("Arg(%#v) = %q, %v; want %q", c.in, got, ok, c.want)
+		}
+	}
+	if _, ok := Arg(struct{}{}); ok {
+		t.Error("Arg accepted a struct")
+	}
+	if _, err := keysOf(t, "eval", "s", int64(1<<62), "a"); err == nil || !strings.Contains(err.Error(), "exceeds the arguments") {
+		t.Errorf("huge numkeys: %v", err)
+	}
+}

@@ -16,12 +16,16 @@ var ErrPatternKeys = errors.New("SORT BY/GET patterns read keys that may be on a
 //   - MSETNX sets all keys or none. Redis 7.0 tips it multi_shard with
 //     agg_min, but split across shards it can set some keys and not others,
 //     so here it must have all its keys on one shard.
+//   - RANDOMKEY is tipped all_shards with no response policy: one shard's
+//     random key, or nil from an empty shard while others hold keys, is not
+//     the answer for the whole keyspace. It is refused (Special).
 //   - SORT and SORT_RO have "unknown" key specifications (STORE may stand
 //     anywhere; BY and GET name keys by pattern): keys are found by scanning
 //     the arguments, and patterns that read other keys are refused.
 func applyOverrides() {
 	byName["msetnx"].Request = ByKeys
 	byName["msetnx"].Response = Default
+	byName["randomkey"].Request = Special
 	byName["sort"].sortLike = true
 	byName["sort_ro"].sortLike = true
 }
