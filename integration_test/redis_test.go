@@ -473,7 +473,7 @@ func TestRedisKeylessFanOutTypes(t *testing.T) {
 	for name, err := range map[string]error{
 		"randomkey": c.RandomKey(ctx).Err(),
 		"slowlog":   c.SlowLogGet(ctx, 10).Err(),
-		"scan":      c.Scan(ctx, 0, "*", 10).Err(),
+		"doscan":    c.Do(ctx, "scan", 0).Err(),
 	} {
 		if !errors.Is(err, shardedredis.ErrUnsupported) {
 			t.Errorf("%s: %v, want ErrUnsupported", name, err)
@@ -523,5 +523,80 @@ func TestRedisWatchGuardsTheShard(t *testing.T) {
 	}
 	if v, _ := servers[c.GetShardInfo(k[1]).Index].Get(k[1]); v != "20" {
 		t.Fatalf("%s = %q, the guard let a write through", k[1], v)
+	}
+}
+
+// A SCAN loop with COUNT 5 over 30 keys on three shards sees every key once
+// and ends; ScanIterator does the same; HSCAN pages through one hash on its
+// shard.
+func TestRedisScanWalksEveryShard(t *testing.T) {
+	servers, c := startShards(t, 3)
+	want := keys(30)
+	for _, k := range want {
+		c.Set(ctx, k, 1, 0)
+	}
+	for i, s := range servers {
+		if len(s.Keys()) == 0 {
+			t.Fatalf("server %d holds none of the 30 keys", i)
+		}
+	}
+	seen := map[string]int{}
+	var cursor uint64
+	for calls := 0; ; calls++ {
+		page, next, err := c.Scan(ctx, cursor, "key:*", 5).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range page {
+			seen[k]++
+		}
+		if cursor = next; cursor == 0 {
+			break
+		}
+		if calls > 100 {
+			t.Fatal("SCAN does not end")
+		}
+	}
+	if len(seen) != 30 {
+		t.Fatalf("SCAN saw %d distinct keys, want 30", len(seen))
+	}
+	for k, n := range seen {
+		if n != 1 {
+			t.Fatalf("SCAN saw %s %d times", k, n)
+		}
+	}
+	var iterated []string
+	it := c.Scan(ctx, 0, "", 4).Iterator()
+	for it.Next(ctx) {
+		iterated = append(iterated, it.Val())
+	}
+	if err := it.Err(); err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(iterated)
+	slices.Sort(want)
+	if !slices.Equal(iterated, want) {
+		t.Fatalf("ScanIterator saw %d keys, want the 30", len(iterated))
+	}
+
+	for i := range 50 {
+		c.HSet(ctx, "hash", "f"+strconv.Itoa(i), i)
+	}
+	fields := map[string]bool{}
+	cursor = 0
+	for {
+		page, next, err := c.HScan(ctx, "hash", cursor, "", 7).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for j := 0; j < len(page); j += 2 {
+			fields[page[j]] = true
+		}
+		if cursor = next; cursor == 0 {
+			break
+		}
+	}
+	if len(fields) != 50 || !slices.Equal(holders(servers, "hash"), []int{c.GetShardInfo("hash").Index}) {
+		t.Fatalf("HSCAN saw %d fields, want 50", len(fields))
 	}
 }

@@ -192,6 +192,9 @@ func (c *ShardedClient) wrapErr(i int, err error) error {
 
 // process runs one command: on its shard, or on several and merged.
 func (c *ShardedClient) process(ctx context.Context, cmd goredis.Cmder) error {
+	if sc, ok := cmd.(*goredis.ScanCmd); ok && cmd.Name() == "scan" {
+		return c.scan(ctx, sc)
+	}
 	shard, info, err := c.route(cmd)
 	if err != nil {
 		return err

@@ -16,6 +16,9 @@ var ErrPatternKeys = errors.New("SORT BY/GET patterns read keys that may be on a
 //   - MSETNX sets all keys or none. Redis 7.0 tips it multi_shard with
 //     agg_min, but split across shards it can set some keys and not others,
 //     so here it must have all its keys on one shard.
+//   - PUBLISH has no key in Redis's table; its channel (argument 1) routes it,
+//     as SPUBLISH's does, so that a message reaches the channel's shard,
+//     where the sharded client subscribes to it.
 //   - RANDOMKEY is tipped all_shards with no response policy: one shard's
 //     random key, or nil from an empty shard while others hold keys, is not
 //     the answer for the whole keyspace. It is refused (Special).
@@ -25,6 +28,7 @@ var ErrPatternKeys = errors.New("SORT BY/GET patterns read keys that may be on a
 func applyOverrides() {
 	byName["msetnx"].Request = ByKeys
 	byName["msetnx"].Response = Default
+	byName["publish"].specs = []keySpec{{index: 1, keyStep: 1, notKey: true}}
 	byName["randomkey"].Request = Special
 	byName["sort"].sortLike = true
 	byName["sort_ro"].sortLike = true
