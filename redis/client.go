@@ -43,6 +43,8 @@ type ShardedOptions struct {
 // the ring.
 type Shard = shardedclient.Shard[*goredis.Client]
 
+var _ goredis.UniversalClient = (*ShardedClient)(nil)
+
 // ShardedClient is a Redis client over several servers. Its command methods
 // are go-redis's own (redis.Cmdable), with the same signatures and result
 // types; each command runs where the package documentation says. It is safe
@@ -54,16 +56,17 @@ type ShardedClient struct {
 	cmdable
 
 	shards *shardedclient.Sharded[*goredis.Client]
-	router *goredis.Client
+	router *goredis.Client // its hook runs every command on the shards
+	pubsub *goredis.Client // no hook: its connections are pub/sub fan-ins
 }
+
+// errRouterDial is what a go-redis code path that bypasses the router's
+// hook would get; none is reachable through ShardedClient's methods.
+var errRouterDial = errors.New("shardedcache: the router client has no connection of its own")
 
 // cmdable names the embedded go-redis command set without exporting the
 // router behind it.
 type cmdable = goredis.Cmdable
-
-// errRouterDial is what a go-redis code path that bypasses the router's
-// hooks would get; none is reachable through ShardedClient's methods.
-var errRouterDial = errors.New("shardedcache: the router client has no connection of its own")
 
 // NewShardedClient connects (lazily, as go-redis does) to every shard of opt.
 // It returns an error naming the shard for a missing or unparseable address,
@@ -129,16 +132,21 @@ func NewShardedClientFromClients(shards []Shard, opts ...ring.Option) (*ShardedC
 		return nil, fmt.Errorf("shardedcache: %w", err)
 	}
 	c := &ShardedClient{shards: s}
-	c.router = goredis.NewClient(&goredis.Options{
-		Addr: "shardedcache-router:0",
-		Dialer: func(context.Context, string, string) (net.Conn, error) {
-			return nil, errRouterDial
-		},
-		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
-	})
+	c.router = newRouter(func(context.Context, string, string) (net.Conn, error) { return nil, errRouterDial })
+	c.pubsub = newRouter(c.dialFanIn)
 	c.router.AddHook(hook{c})
 	c.cmdable = c.router
 	return c, nil
+}
+
+// newRouter returns a go-redis client that connects only through dial.
+func newRouter(dial func(context.Context, string, string) (net.Conn, error)) *goredis.Client {
+	return goredis.NewClient(&goredis.Options{
+		Addr:                     "shardedcache-router:0",
+		Dialer:                   dial,
+		DisableIdentity:          true,
+		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
+	})
 }
 
 // GetShard returns the client of the shard that owns key.
@@ -211,7 +219,87 @@ func (c *ShardedClient) ForEachShard(ctx context.Context, fn func(ctx context.Co
 	return errors.Join(errs...)
 }
 
+// AddHook adds hook to every shard's client, so that instrumentation (such
+// as redisotel) sees each shard's own commands, pipelines and dials.
+func (c *ShardedClient) AddHook(hook goredis.Hook) {
+	for _, s := range c.shards.AllShards() {
+		s.Client.AddHook(hook)
+	}
+}
+
+// PoolStats returns the connection pool statistics of every shard, summed.
+func (c *ShardedClient) PoolStats() *goredis.PoolStats {
+	sum := &goredis.PoolStats{}
+	for _, s := range c.shards.AllShards() {
+		addStats(sum, s.Client.PoolStats())
+	}
+	return sum
+}
+
+func addStats(dst, s *goredis.PoolStats) {
+	dst.Hits += s.Hits
+	dst.Misses += s.Misses
+	dst.Timeouts += s.Timeouts
+	dst.WaitCount += s.WaitCount
+	dst.Unusable += s.Unusable
+	dst.WaitDurationNs += s.WaitDurationNs
+	dst.TotalConns += s.TotalConns
+	dst.IdleConns += s.IdleConns
+	dst.StaleConns += s.StaleConns
+	dst.PendingRequests += s.PendingRequests
+	dst.PubSubStats.Created += s.PubSubStats.Created
+	dst.PubSubStats.Untracked += s.PubSubStats.Untracked
+	dst.PubSubStats.Active += s.PubSubStats.Active
+	if s.PipelineStats != nil {
+		if dst.PipelineStats == nil {
+			dst.PipelineStats = zeroOf(s.PipelineStats)
+		}
+		addStats((*goredis.PoolStats)(dst.PipelineStats), (*goredis.PoolStats)(s.PipelineStats))
+	}
+}
+
+// zeroOf returns a new zero value of p's type (go-redis's internal pool
+// statistics type, which cannot be named here).
+func zeroOf[T any](*T) *T { return new(T) }
+
+// ErrAutoPipelineUnsupported is returned by the AutoPipeline methods, as by
+// go-redis's Ring.
+var ErrAutoPipelineUnsupported = errors.New("shardedcache: AutoPipeline is not supported on a sharded client; use Pipelined")
+
+// AutoPipeline is not supported; it returns ErrAutoPipelineUnsupported.
+func (c *ShardedClient) AutoPipeline() (*goredis.AutoPipeliner, error) {
+	return nil, ErrAutoPipelineUnsupported
+}
+
+// AutoPipelineWithOptions is not supported; it returns
+// ErrAutoPipelineUnsupported.
+func (c *ShardedClient) AutoPipelineWithOptions(*goredis.AutoPipelineOptions) (*goredis.AutoPipeliner, error) {
+	return nil, ErrAutoPipelineUnsupported
+}
+
+// AsyncAutoPipeline is not supported; it returns ErrAutoPipelineUnsupported.
+func (c *ShardedClient) AsyncAutoPipeline() (*goredis.AutoPipeliner, error) {
+	return nil, ErrAutoPipelineUnsupported
+}
+
+// AsyncAutoPipelineWithOptions is not supported; it returns
+// ErrAutoPipelineUnsupported.
+func (c *ShardedClient) AsyncAutoPipelineWithOptions(*goredis.AutoPipelineOptions) (*goredis.AutoPipeliner, error) {
+	return nil, ErrAutoPipelineUnsupported
+}
+
+// ShardOptions returns the go-redis options of every shard's client, in ring
+// order. They are read-only, as *redis.Client.Options says.
+func (c *ShardedClient) ShardOptions() []*goredis.Options {
+	shards := c.shards.AllShards()
+	out := make([]*goredis.Options, len(shards))
+	for i, s := range shards {
+		out[i] = s.Client.Options()
+	}
+	return out
+}
+
 // Close closes every shard's client and returns their errors joined.
 func (c *ShardedClient) Close() error {
-	return errors.Join(c.shards.Close(), c.router.Close())
+	return errors.Join(c.pubsub.Close(), c.shards.Close(), c.router.Close())
 }
