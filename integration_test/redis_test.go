@@ -471,7 +471,7 @@ func TestRedisKeylessFanOutTypes(t *testing.T) {
 	}
 	c.Set(ctx, "a", "1", 0)
 	for name, err := range map[string]error{
-		"randomkey": c.RandomKey(ctx).Err(),
+		"randomkey": c.Do(ctx, "randomkey").Err(),
 		"slowlog":   c.SlowLogGet(ctx, 10).Err(),
 		"doscan":    c.Do(ctx, "scan", 0).Err(),
 	} {
@@ -598,5 +598,36 @@ func TestRedisScanWalksEveryShard(t *testing.T) {
 	}
 	if len(fields) != 50 || !slices.Equal(holders(servers, "hash"), []int{c.GetShardInfo("hash").Index}) {
 		t.Fatalf("HSCAN saw %d fields, want 50", len(fields))
+	}
+}
+
+// RANDOMKEY draws from every shard, each key as likely as any other.
+func TestRedisRandomKeyDrawsEveryShard(t *testing.T) {
+	servers, c := startShards(t, 3)
+	if err := c.RandomKey(ctx).Err(); err != goredis.Nil {
+		t.Fatalf("RANDOMKEY on empty shards: %v, want redis.Nil", err)
+	}
+	// One key on one shard only: RANDOMKEY must find it whatever shard is empty.
+	c.Set(ctx, "key:0", 1, 0)
+	for range 20 {
+		if k, err := c.RandomKey(ctx).Result(); err != nil || k != "key:0" {
+			t.Fatalf("RANDOMKEY = %q, %v; want key:0", k, err)
+		}
+	}
+	for _, k := range keys(60) {
+		c.Set(ctx, k, 1, 0)
+	}
+	hits := make([]int, len(servers))
+	for range 600 {
+		k, err := c.RandomKey(ctx).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		hits[c.GetShardInfo(k).Index]++
+	}
+	for i, s := range servers {
+		if len(s.Keys()) > 0 && hits[i] == 0 {
+			t.Fatalf("shard %d holds %d keys but RANDOMKEY never drew it (%v)", i, len(s.Keys()), hits)
+		}
 	}
 }

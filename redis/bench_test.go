@@ -43,33 +43,58 @@ func BenchmarkGet(b *testing.B) {
 	}
 }
 
-// BenchmarkMGet100 is one MGET of 100 keys spread over 3 shards (three
-// parallel MGETs and a merge).
+// BenchmarkMGet100 is one MGET of 100 keys: over 4 shards (four parallel
+// MGETs and a merge) against one MGET on one server.
 func BenchmarkMGet100(b *testing.B) {
 	ctx := context.Background()
-	var shards []ShardOptions
-	for range 3 {
-		shards = append(shards, ShardOptions{Addr: miniredis.RunT(b).Addr()})
-	}
-	c, err := NewShardedClient(&ShardedOptions{Shards: shards})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer c.Close()
 	keys := make([]string, 100)
 	var pairs []any
 	for i := range keys {
 		keys[i] = "key:" + strconv.Itoa(i)
 		pairs = append(pairs, keys[i], i)
 	}
-	if err := c.MSet(ctx, pairs...).Err(); err != nil {
+	var shards []ShardOptions
+	for range 4 {
+		shards = append(shards, ShardOptions{Addr: miniredis.RunT(b).Addr()})
+	}
+	sharded, err := NewShardedClient(&ShardedOptions{Shards: shards})
+	if err != nil {
 		b.Fatal(err)
 	}
+	defer sharded.Close()
+	plain := goredis.NewClient(&goredis.Options{Addr: miniredis.RunT(b).Addr()})
+	defer plain.Close()
+	for name, c := range map[string]goredis.Cmdable{"plain-1-server": plain, "sharded-4-shards": sharded} {
+		if err := c.MSet(ctx, pairs...).Err(); err != nil {
+			b.Fatal(err)
+		}
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				vals, err := c.MGet(ctx, keys...).Result()
+				if err != nil || len(vals) != 100 {
+					b.Fatal(vals, err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkRoute is the dispatch path alone: classifying a GET and finding
+// its shard, without any I/O.
+func BenchmarkRoute(b *testing.B) {
+	c, err := NewShardedClient(&ShardedOptions{Shards: []ShardOptions{
+		{Addr: "127.0.0.1:1"}, {Addr: "127.0.0.1:2"}, {Addr: "127.0.0.1:3"}, {Addr: "127.0.0.1:4"},
+	}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	cmd := goredis.NewStringCmd(context.Background(), "get", "user:12345")
 	b.ReportAllocs()
 	for b.Loop() {
-		vals, err := c.MGet(ctx, keys...).Result()
-		if err != nil || len(vals) != 100 {
-			b.Fatal(vals, err)
+		if _, _, err := c.route(cmd); err != nil {
+			b.Fatal(err)
 		}
 	}
 }

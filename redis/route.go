@@ -183,17 +183,30 @@ func (c *ShardedClient) crossShard(name string, shards []int) error {
 // wrapErr names shard i in a transport error; reply errors from Redis and
 // redis.Nil are returned unchanged.
 func (c *ShardedClient) wrapErr(i int, err error) error {
-	var reply goredis.Error
-	if err == nil || err == goredis.Nil || errors.As(err, &reply) {
+	if err == nil || err == goredis.Nil || isReplyError(err) {
 		return err
 	}
 	return c.shards.Err(i, err)
 }
 
+// isReplyError reports whether err is an error reply of the server. (Apart
+// from wrapErr, so that the common nil error allocates nothing.)
+func isReplyError(err error) bool {
+	var reply goredis.Error
+	return errors.As(err, &reply)
+}
+
 // process runs one command: on its shard, or on several and merged.
 func (c *ShardedClient) process(ctx context.Context, cmd goredis.Cmder) error {
-	if sc, ok := cmd.(*goredis.ScanCmd); ok && cmd.Name() == "scan" {
-		return c.scan(ctx, sc)
+	switch cmd := cmd.(type) {
+	case *goredis.ScanCmd:
+		if cmd.Name() == "scan" {
+			return c.scan(ctx, cmd)
+		}
+	case *goredis.StringCmd:
+		if cmd.Name() == "randomkey" && len(cmd.Args()) == 1 {
+			return c.randomKey(ctx, cmd)
+		}
 	}
 	shard, info, err := c.route(cmd)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"strconv"
 
@@ -45,4 +46,49 @@ func (c *ShardedClient) scan(ctx context.Context, cmd *goredis.ScanCmd) error {
 	}
 	cmd.SetVal(page, next)
 	return nil
+}
+
+// randomKey runs RANDOMKEY as one big Redis would: every shard reports its
+// DBSIZE and a random key, and a shard is drawn with probability in
+// proportion to its DBSIZE, so every key is equally likely. It returns
+// redis.Nil when every shard is empty.
+func (c *ShardedClient) randomKey(ctx context.Context, cmd *goredis.StringCmd) error {
+	n := c.shards.Len()
+	sizes := make([]*goredis.IntCmd, n)
+	keys := make([]*goredis.StringCmd, n)
+	groups := make([][]goredis.Cmder, n)
+	for i := range n {
+		sizes[i] = goredis.NewIntCmd(ctx, "dbsize")
+		keys[i] = goredis.NewStringCmd(ctx, "randomkey")
+		groups[i] = []goredis.Cmder{sizes[i], keys[i]}
+	}
+	c.execGroups(ctx, groups)
+	var total int64
+	for i := range n {
+		if err := sizes[i].Err(); err != nil {
+			return err
+		}
+		if err := keys[i].Err(); err != nil && err != goredis.Nil {
+			return err
+		}
+		total += sizes[i].Val()
+	}
+	if total == 0 {
+		return goredis.Nil
+	}
+	pick := rand.Int64N(total)
+	for i := range n {
+		if pick -= sizes[i].Val(); pick < 0 && keys[i].Err() == nil {
+			cmd.SetVal(keys[i].Val())
+			return nil
+		}
+	}
+	// The drawn shard emptied between DBSIZE and RANDOMKEY: take any key.
+	for i := range n {
+		if keys[i].Err() == nil {
+			cmd.SetVal(keys[i].Val())
+			return nil
+		}
+	}
+	return goredis.Nil
 }

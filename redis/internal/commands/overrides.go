@@ -21,7 +21,8 @@ var ErrPatternKeys = errors.New("SORT BY/GET patterns read keys that may be on a
 //     where the sharded client subscribes to it.
 //   - RANDOMKEY is tipped all_shards with no response policy: one shard's
 //     random key, or nil from an empty shard while others hold keys, is not
-//     the answer for the whole keyspace. It is refused (Special).
+//     the answer for the whole keyspace. It is Special: the client draws a
+//     shard by DBSIZE (ShardedClient.RandomKey); elsewhere it is refused.
 //   - SORT and SORT_RO have "unknown" key specifications (STORE may stand
 //     anywhere; BY and GET name keys by pattern): keys are found by scanning
 //     the arguments, and patterns that read other keys are refused.
