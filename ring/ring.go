@@ -24,11 +24,17 @@ var ErrNoNodes = errors.New("ring: no nodes")
 type Node struct {
 	// Name identifies the node; it may be empty. A named node's vnodes are
 	// "<name>*<n>", an unnamed node's "SHARD-<i>-NODE-<n>" where i is its
-	// position in the list. Two nodes may not share a non-empty name.
+	// position in the list (Jedis); with WithKetama the name is the label
+	// of its points. Two nodes may not share a non-empty name.
 	Name string
-	// Weight scales the node's share: it gets replicas x Weight vnodes.
-	// 0 means 1; negative is an error.
+	// Weight scales the node's share: it gets replicas x Weight vnodes
+	// (Jedis), or its share of the total weight (ketama). 0 means 1;
+	// negative is an error.
 	Weight int
+	// Addr is the node's "host:port" (or socket path); optional. Only
+	// ketama uses it: an unnamed node's label is derived from it, as
+	// libmemcached, twemproxy and spymemcached do (see WithKetama).
+	Addr string
 }
 
 // Option configures New.
@@ -36,18 +42,22 @@ type Option func(*config)
 
 type config struct {
 	replicas    int
+	replicasSet bool
 	hash        Hash
+	hashSet     bool
 	keyTags     bool
 	legacyNames bool
+	layout      layout
 }
 
 // WithReplicas sets the number of vnodes per unit of weight (default 160, as
 // Jedis; 100 reproduces the widely copied Shard<S> class with NODE_NUM = 100).
 // New fails when n < 1.
-func WithReplicas(n int) Option { return func(c *config) { c.replicas = n } }
+func WithReplicas(n int) Option { return func(c *config) { c.replicas, c.replicasSet = n, true } }
 
-// WithHash sets the hash of vnode names and keys (default MurmurHash64A).
-func WithHash(h Hash) Option { return func(c *config) { c.hash = h } }
+// WithHash sets the hash of keys and, in the Jedis layout, of vnode names
+// (default MurmurHash64A; JedisMD5 with WithKetama).
+func WithHash(h Hash) Option { return func(c *config) { c.hash, c.hashSet = h, true } }
 
 // WithKeyTags turns on Jedis key tags for string keys: a key with a tag
 // (see KeyTag) is placed by its tag alone. Off by default, as in Jedis.
@@ -84,9 +94,10 @@ type Ring struct {
 
 // New builds a ring over nodes, in list order. It returns an error naming the
 // culprit for an empty list (ErrNoNodes), a negative weight, two nodes with
-// the same non-empty name, replicas < 1, or more than MaxVirtualNodes vnodes.
+// the same non-empty name (or, with ketama, the same label), replicas < 1,
+// or more than MaxVirtualNodes vnodes.
 func New(nodes []Node, opts ...Option) (*Ring, error) {
-	cfg := config{replicas: DefaultReplicas, hash: MurmurHash64A}
+	var cfg config
 	for _, o := range opts {
 		if o != nil {
 			o(&cfg)
@@ -100,8 +111,8 @@ func New(nodes []Node, opts ...Option) (*Ring, error) {
 }
 
 func build(cfg config, members []member) (*Ring, error) {
-	if cfg.replicas < 1 {
-		return nil, fmt.Errorf("ring: replicas %d: must be at least 1", cfg.replicas)
+	if err := cfg.layout.configure(&cfg); err != nil {
+		return nil, err
 	}
 	if !cfg.hash.valid() {
 		return nil, fmt.Errorf("ring: unknown hash %v", cfg.hash)
@@ -110,7 +121,6 @@ func build(cfg config, members []member) (*Ring, error) {
 		return nil, ErrNoNodes
 	}
 	names := make(map[string]int, len(members))
-	total := 0
 	for i := range members {
 		m := &members[i]
 		if m.Weight < 0 {
@@ -125,24 +135,13 @@ func build(cfg config, members []member) (*Ring, error) {
 			}
 			names[m.Name] = i
 		}
-		if m.Weight > MaxVirtualNodes/cfg.replicas || total+m.Weight*cfg.replicas > MaxVirtualNodes {
-			return nil, fmt.Errorf("ring: node %d (%q): weight %d x %d replicas exceeds %d virtual nodes in all",
-				i, m.Name, m.Weight, cfg.replicas, MaxVirtualNodes)
-		}
-		total += m.Weight * cfg.replicas
 	}
-
-	vnodes := make([]vnode, 0, total)
-	var buf []byte
-	for i, m := range members {
-		prefix := vnodePrefix(buf[:0], cfg, m)
-		for n := 0; n < m.Weight*cfg.replicas; n++ {
-			buf = strconv.AppendInt(prefix, int64(n), 10)
-			vnodes = append(vnodes, vnode{point: cfg.hash.Point(buf), node: int32(i)})
-		}
+	vnodes, err := cfg.layout.points(cfg, members)
+	if err != nil {
+		return nil, err
 	}
-	// Stable sort keeps insertion order among equal points; the last of
-	// each run wins, as TreeMap.put overwrites.
+	// Stable sort keeps insertion (list) order among equal points; the
+	// layout's tie rule picks which of a run owns the point.
 	slices.SortStableFunc(vnodes, func(a, b vnode) int {
 		switch {
 		case a.point < b.point:
@@ -152,9 +151,13 @@ func build(cfg config, members []member) (*Ring, error) {
 		}
 		return 0
 	})
+	lastWins := cfg.layout.lastWins()
 	w := 0
 	for i := range vnodes {
-		if i+1 < len(vnodes) && vnodes[i+1].point == vnodes[i].point {
+		if w > 0 && vnodes[w-1].point == vnodes[i].point {
+			if lastWins {
+				vnodes[w-1] = vnodes[i]
+			}
 			continue
 		}
 		vnodes[w] = vnodes[i]
@@ -164,21 +167,6 @@ func build(cfg config, members []member) (*Ring, error) {
 	r := &Ring{cfg: cfg, members: members, vnodes: vnodes}
 	r.idx = newIndex(vnodes)
 	return r, nil
-}
-
-// vnodePrefix appends the part of m's vnode names that precedes n.
-func vnodePrefix(buf []byte, cfg config, m member) []byte {
-	if m.Name == "" {
-		buf = append(buf, "SHARD-"...)
-		buf = strconv.AppendInt(buf, int64(m.slot), 10)
-		return append(buf, "-NODE-"...)
-	}
-	buf = append(buf, m.Name...)
-	buf = append(buf, '*')
-	if cfg.legacyNames {
-		buf = strconv.AppendInt(buf, int64(m.Weight), 10)
-	}
-	return buf
 }
 
 // Locate returns the index, in the node list, of the node that owns key.
@@ -246,10 +234,15 @@ func (r *Ring) Remove(i int) (*Ring, error) {
 	return build(r.cfg, slices.Delete(slices.Clone(r.members), i, i+1))
 }
 
-// id returns the identity of node i across rings: its name, or its slot.
+// id returns the identity of node i across rings: its name, its ketama
+// label, or its slot.
 func (r *Ring) id(i int) string {
-	if m := r.members[i]; m.Name != "" {
+	m := r.members[i]
+	if m.Name != "" {
 		return "name:" + m.Name
 	}
-	return "slot:" + strconv.Itoa(r.members[i].slot)
+	if r.cfg.layout != layoutJedis {
+		return "label:" + r.cfg.layout.label(r.cfg, m)
+	}
+	return "slot:" + strconv.Itoa(m.slot)
 }
