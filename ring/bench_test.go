@@ -129,5 +129,5 @@ func BenchmarkMurmur64A(b *testing.B) {
 }
 
 func BenchmarkJedisMD5(b *testing.B) {
-	benchHash(b, func(d []byte) uint64 { return uint64(JedisMD5Sum(d)) })
+	benchHash(b, func(d []byte) uint64 { return uint64(MD5Sum32(d)) })
 }

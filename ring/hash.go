@@ -1,8 +1,9 @@
 package ring
 
 import (
-	"crypto/md5"
 	"encoding/binary"
+
+	"github.com/cespare/xxhash/v2"
 )
 
 // Hash is a hash function for the ring: it maps a key's bytes to a point, an
@@ -21,7 +22,45 @@ type hashKind uint8
 const (
 	kindMurmur64A hashKind = iota
 	kindJedisMD5
+	kindFNV1a64
+	kindFNV164
+	kindFNV1a32
+	kindFNV132
+	kindOneAtATime
+	kindCRC16
+	kindCRC32
+	kindCRC32a
+	kindMurmur
+	kindMurmur3
+	kindJenkins
+	kindHsieh
+	kindXXHash64
+	kindGomemcacheCRC32
+	numKinds
 )
+
+// hashes names every hash and gives its ring width; Point computes it.
+var hashes = [numKinds]struct {
+	name string
+	bits int
+}{
+	kindMurmur64A:       {"MurmurHash64A", 64},
+	kindJedisMD5:        {"JedisMD5", 32},
+	kindFNV1a64:         {"fnv1a_64", 32},
+	kindFNV164:          {"fnv1_64", 32},
+	kindFNV1a32:         {"fnv1a_32", 32},
+	kindFNV132:          {"fnv1_32", 32},
+	kindOneAtATime:      {"one_at_a_time", 32},
+	kindCRC16:           {"crc16", 32},
+	kindCRC32:           {"crc32", 32},
+	kindCRC32a:          {"crc32a", 32},
+	kindMurmur:          {"murmur", 32},
+	kindMurmur3:         {"murmur3", 32},
+	kindJenkins:         {"jenkins", 32},
+	kindHsieh:           {"hsieh", 32},
+	kindXXHash64:        {"xxhash64", 64},
+	kindGomemcacheCRC32: {"gomemcache_crc32", 32},
+}
 
 var (
 	// MurmurHash64A is Jedis's Hashing.MURMUR_HASH: Austin Appleby's
@@ -31,48 +70,94 @@ var (
 	// The ring is 64 bits wide. It is the default.
 	MurmurHash64A = Hash{kindMurmur64A}
 
-	// JedisMD5 is Jedis's Hashing.MD5: the first four bytes of the key's MD5
-	// digest read as a little-endian unsigned 32-bit integer. The ring is 32
-	// bits wide, so vnode collisions are possible on large rings (the later
-	// node wins, as in Jedis).
+	// JedisMD5 is Jedis's Hashing.MD5, which is also libketama's,
+	// libmemcached's and twemproxy's "md5" key hash: the first four bytes of
+	// the key's MD5 digest read as a little-endian unsigned 32-bit integer
+	// (MD5Sum32). The ring is 32 bits wide, so vnode collisions are possible
+	// on large rings.
 	JedisMD5 = Hash{kindJedisMD5}
+
+	// The key hashes of twemproxy 0.5.0 and libmemcached 1.1.4 (32 bits;
+	// see the functions of the same algorithms for their exact
+	// definitions, quirks included), go-redis's and gomemcache's.
+	HashFNV1a64         = Hash{kindFNV1a64}         // twemproxy "fnv1a_64" (its default), libmemcached FNV1A_64: FNV1a64Twemproxy
+	HashFNV164          = Hash{kindFNV164}          // "fnv1_64": FNV164
+	HashFNV1a32         = Hash{kindFNV1a32}         // "fnv1a_32": FNV1a32
+	HashFNV132          = Hash{kindFNV132}          // "fnv1_32": FNV132
+	HashOneAtATime      = Hash{kindOneAtATime}      // "one_at_a_time", libmemcached's default: OneAtATime
+	HashCRC16           = Hash{kindCRC16}           // twemproxy "crc16": CRC16Twemproxy
+	HashCRC32           = Hash{kindCRC32}           // twemproxy "crc32", libmemcached CRC (15 bits): CRC32Twemproxy
+	HashCRC32a          = Hash{kindCRC32a}          // twemproxy "crc32a": CRC32a
+	HashMurmur          = Hash{kindMurmur}          // "murmur", MurmurHash2: Murmur2Twemproxy
+	HashMurmur3         = Hash{kindMurmur3}         // libmemcached MURMUR3: Murmur3Libmemcached
+	HashJenkins         = Hash{kindJenkins}         // "jenkins", lookup3: Jenkins
+	HashHsieh           = Hash{kindHsieh}           // "hsieh": Hsieh
+	HashXXHash64        = Hash{kindXXHash64}        // go-redis Ring's key hash: XXHash64 (64 bits)
+	HashGomemcacheCRC32 = Hash{kindGomemcacheCRC32} // gomemcache ServerList: GomemcacheCRC32
 )
 
 // JedisMurmurSeed is the seed Jedis passes to MurmurHash64A.
 const JedisMurmurSeed = 0x1234ABCD
 
-// String returns the hash's name, e.g. "MurmurHash64A".
+// String returns the hash's name, e.g. "MurmurHash64A" or "fnv1a_64".
 func (h Hash) String() string {
-	switch h.kind {
-	case kindMurmur64A:
-		return "MurmurHash64A"
-	case kindJedisMD5:
-		return "JedisMD5"
+	if !h.valid() {
+		return "unknown"
 	}
-	return "unknown"
+	return hashes[h.kind].name
 }
 
 // Bits returns the width of the ring in bits: every point is below 2^Bits.
-func (h Hash) Bits() int {
-	if h.kind == kindJedisMD5 {
-		return 32
-	}
-	return 64
-}
+func (h Hash) Bits() int { return hashes[h.kind].bits }
 
-// Point returns the point of key on the ring, below 2^Bits.
+// Point returns the point of key on the ring, below 2^Bits. (A switch of
+// direct calls, not the table's function values, so that key does not
+// escape: a caller's stack-allocated key stays on the stack.)
 func (h Hash) Point(key []byte) uint64 {
 	switch h.kind {
-	case kindJedisMD5:
-		return uint64(JedisMD5Sum(key))
-	default:
+	case kindMurmur64A:
 		return Murmur64A(key, JedisMurmurSeed) ^ (1 << 63)
+	case kindJedisMD5:
+		return uint64(MD5Sum32(key))
+	case kindFNV1a64:
+		return uint64(FNV1a64Twemproxy(key))
+	case kindFNV164:
+		return uint64(FNV164(key))
+	case kindFNV1a32:
+		return uint64(FNV1a32(key))
+	case kindFNV132:
+		return uint64(FNV132(key))
+	case kindOneAtATime:
+		return uint64(OneAtATime(key))
+	case kindCRC16:
+		return uint64(CRC16Twemproxy(key))
+	case kindCRC32:
+		return uint64(CRC32Twemproxy(key))
+	case kindCRC32a:
+		return uint64(CRC32a(key))
+	case kindMurmur:
+		return uint64(Murmur2Twemproxy(key))
+	case kindMurmur3:
+		return uint64(Murmur3Libmemcached(key))
+	case kindJenkins:
+		return uint64(Jenkins(key))
+	case kindHsieh:
+		return uint64(Hsieh(key))
+	case kindXXHash64:
+		return XXHash64(key)
+	case kindGomemcacheCRC32:
+		return uint64(GomemcacheCRC32(key))
 	}
+	return 0
 }
 
 // valid reports whether h is one of the package's hashes (the zero Hash is
 // MurmurHash64A).
-func (h Hash) valid() bool { return h.kind <= kindJedisMD5 }
+func (h Hash) valid() bool { return h.kind < numKinds }
+
+// XXHash64 returns the 64-bit xxHash of data (seed 0), the key and name hash
+// of go-redis's Ring, from github.com/cespare/xxhash/v2.
+func XXHash64(data []byte) uint64 { return xxhash.Sum64(data) }
 
 // Murmur64A returns MurmurHash64A of data with the given seed, as published
 // by Austin Appleby (MurmurHash2, 64-bit version for 64-bit platforms): 8-byte
@@ -106,12 +191,6 @@ func Murmur64A(data []byte, seed uint64) uint64 {
 	return h
 }
 
-// JedisMD5Sum returns Jedis's Hashing.MD5 of data: bytes 0-3 of the MD5
-// digest as a little-endian unsigned 32-bit integer.
-func JedisMD5Sum(data []byte) uint32 {
-	d := md5.Sum(data)
-	return binary.LittleEndian.Uint32(d[:4])
-}
 
 // maxPoint returns the largest point on a ring of the given width in bits.
 func maxPoint(width int) uint64 {

@@ -1,6 +1,7 @@
 package ring
 
 import (
+	"bytes"
 	"strings"
 	"unicode/utf8"
 )
@@ -61,4 +62,41 @@ func isLineTerminator(r rune) bool {
 		return true
 	}
 	return false
+}
+
+// tagRule is which part of a key a ring hashes.
+type tagRule struct {
+	kind        tagKind
+	open, close byte   // tagPair
+	spec        string // tagPair, as given to WithHashTag
+}
+
+type tagKind uint8
+
+const (
+	tagNone  tagKind = iota
+	tagJedis         // KeyTag: Jedis's \{(.+?)\}
+	tagPair          // twemproxy's hash_tag, Redis Cluster's for "{}"
+)
+
+// pair returns the text between the first t.open and the first t.close
+// after it, or key itself when either is missing or the text is empty
+// (twemproxy's hash_tag, and Redis Cluster's hash tag for "{}").
+func (t tagRule) pair(key string) string {
+	if i := strings.IndexByte(key, t.open); i >= 0 {
+		if j := strings.IndexByte(key[i+1:], t.close); j > 0 {
+			return key[i+1 : i+1+j]
+		}
+	}
+	return key
+}
+
+// pairBytes is pair for a byte slice.
+func (t tagRule) pairBytes(key []byte) []byte {
+	if i := bytes.IndexByte(key, t.open); i >= 0 {
+		if j := bytes.IndexByte(key[i+1:], t.close); j > 0 {
+			return key[i+1 : i+1+j]
+		}
+	}
+	return key
 }

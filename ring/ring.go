@@ -43,11 +43,18 @@ type Option func(*config)
 type config struct {
 	replicas    int
 	replicasSet bool
-	hash        Hash
-	hashSet     bool
-	keyTags     bool
+	hash        Hash // the key hash (and the Jedis ring's vnode hash)
+	hashSet     bool // set by WithHash: wins over the preset's default
+	defaultHash Hash
 	legacyNames bool
-	layout      layout
+	tag         tagRule
+
+	// The preset (see preset.go); the zero value is the Jedis ring.
+	dist           distribution
+	points         pointScheme
+	label          labelRule
+	weightedModula bool // twemproxy: a node fills weight slots
+	emptyKeyZero   bool // twemproxy: an empty key hashes to 0
 }
 
 // WithReplicas sets the number of vnodes per unit of weight (default 160, as
@@ -61,7 +68,7 @@ func WithHash(h Hash) Option { return func(c *config) { c.hash, c.hashSet = h, t
 
 // WithKeyTags turns on Jedis key tags for string keys: a key with a tag
 // (see KeyTag) is placed by its tag alone. Off by default, as in Jedis.
-func WithKeyTags() Option { return func(c *config) { c.keyTags = true } }
+func WithKeyTags() Option { return func(c *config) { c.tag = tagRule{kind: tagJedis} } }
 
 // WithJedisLegacyNames names a named node's vnodes "<name>*<weight><n>", as
 // Jedis 2.0.0 - 2.9.3 did, instead of "<name>*<n>" (Jedis 2.10.0 and later).
@@ -74,7 +81,8 @@ func WithJedisLegacyNames() Option { return func(c *config) { c.legacyNames = tr
 // the remaining nodes so that their vnodes keep their names.
 type member struct {
 	Node
-	slot int
+	slot    int
+	ejected bool // owns nothing (see Eject)
 }
 
 // vnode is one point on the ring and the index of the node that owns it.
@@ -83,13 +91,19 @@ type vnode struct {
 	node  int32
 }
 
-// Ring is an immutable consistent-hash ring. Its methods are safe for
-// concurrent use; lookups take no lock and allocate nothing.
+// Ring is an immutable placement of keys on nodes: a consistent-hash ring,
+// or, for the presets of peers that use them, a modulo slot list or
+// rendezvous hashing. Its methods are safe for concurrent use; lookups take
+// no lock and allocate nothing.
 type Ring struct {
 	cfg     config
 	members []member
-	vnodes  []vnode // sorted by point, one per distinct point
-	idx     index
+	live    int // members not ejected
+
+	vnodes   []vnode // consistent: sorted by point, one per distinct point
+	idx      index
+	slots    []int32  // modula: slot -> node
+	nameHash []uint64 // rendezvous: xxhash64 of each node's name
 }
 
 // New builds a ring over nodes, in list order. It returns an error naming the
@@ -111,7 +125,7 @@ func New(nodes []Node, opts ...Option) (*Ring, error) {
 }
 
 func build(cfg config, members []member) (*Ring, error) {
-	if err := cfg.layout.configure(&cfg); err != nil {
+	if err := cfg.configure(); err != nil {
 		return nil, err
 	}
 	if !cfg.hash.valid() {
@@ -120,6 +134,7 @@ func build(cfg config, members []member) (*Ring, error) {
 	if len(members) == 0 {
 		return nil, ErrNoNodes
 	}
+	r := &Ring{cfg: cfg, members: members}
 	names := make(map[string]int, len(members))
 	for i := range members {
 		m := &members[i]
@@ -135,13 +150,27 @@ func build(cfg config, members []member) (*Ring, error) {
 			}
 			names[m.Name] = i
 		}
+		if !m.ejected {
+			r.live++
+		}
 	}
-	vnodes, err := cfg.layout.points(cfg, members)
-	if err != nil {
+	if r.live == 0 {
+		return nil, fmt.Errorf("ring: every node is ejected: %w", ErrNoNodes)
+	}
+	if err := r.layOut(); err != nil {
 		return nil, err
 	}
-	// Stable sort keeps insertion (list) order among equal points; the
-	// layout's tie rule picks which of a run owns the point.
+	if cfg.dist == distConsistent {
+		r.vnodes = sortPoints(r.vnodes, cfg.points == pointsJedis)
+		r.idx = newIndex(r.vnodes)
+	}
+	return r, nil
+}
+
+// sortPoints sorts vnodes by point and keeps one vnode per point: of equal
+// points, the last in list order when lastWins (Jedis: TreeMap.put
+// overwrites), else the first (libmemcached sorts ties by server index).
+func sortPoints(vnodes []vnode, lastWins bool) []vnode {
 	slices.SortStableFunc(vnodes, func(a, b vnode) int {
 		switch {
 		case a.point < b.point:
@@ -151,7 +180,6 @@ func build(cfg config, members []member) (*Ring, error) {
 		}
 		return 0
 	})
-	lastWins := cfg.layout.lastWins()
 	w := 0
 	for i := range vnodes {
 		if w > 0 && vnodes[w-1].point == vnodes[i].point {
@@ -163,31 +191,60 @@ func build(cfg config, members []member) (*Ring, error) {
 		vnodes[w] = vnodes[i]
 		w++
 	}
-	vnodes = slices.Clip(vnodes[:w])
-	r := &Ring{cfg: cfg, members: members, vnodes: vnodes}
-	r.idx = newIndex(vnodes)
-	return r, nil
+	return slices.Clip(vnodes[:w])
 }
 
 // Locate returns the index, in the node list, of the node that owns key.
-// With key tags on, a tagged key is placed by its tag.
+// With key tags on (WithKeyTags, WithHashTag), a tagged key is placed by its
+// tag.
 func (r *Ring) Locate(key string) int {
-	if r.cfg.keyTags {
+	switch r.cfg.tag.kind {
+	case tagJedis:
 		key, _ = KeyTag(key)
+	case tagPair:
+		key = r.cfg.tag.pair(key)
 	}
 	// The hash only reads the bytes; no copy is made.
-	return r.LocateBytes(unsafe.Slice(unsafe.StringData(key), len(key)))
+	return r.locate(unsafe.Slice(unsafe.StringData(key), len(key)))
 }
 
-// LocateBytes returns the index of the node that owns key, hashing all of
-// key's bytes: key tags do not apply, as in Jedis's getShardInfo(byte[]).
+// LocateBytes returns the index of the node that owns key. Jedis key tags do
+// not apply, as in Jedis's getShardInfo(byte[]); two-character hash tags
+// (WithHashTag) do, as in twemproxy.
 func (r *Ring) LocateBytes(key []byte) int {
-	return int(r.vnodes[r.idx.search(r.vnodes, r.cfg.hash.Point(key))].node)
+	if r.cfg.tag.kind == tagPair {
+		key = r.cfg.tag.pairBytes(key)
+	}
+	return r.locate(key)
 }
 
-// LocatePoint returns the index of the node that owns the given point: the
-// node of the first vnode at or after it, wrapping to the lowest vnode.
+func (r *Ring) locate(key []byte) int {
+	if r.live == 1 && len(r.members) == 1 {
+		return 0 // every peer answers the only node without hashing
+	}
+	var p uint64
+	if len(key) > 0 || !r.cfg.emptyKeyZero {
+		p = r.cfg.hash.Point(key)
+	}
+	switch r.cfg.dist {
+	case distModula:
+		return int(r.slots[p%uint64(len(r.slots))])
+	case distRendezvous:
+		return r.rendezvous(p)
+	}
+	return int(r.vnodes[r.idx.search(r.vnodes, p)].node)
+}
+
+// LocatePoint returns the index of the node that owns the given point (a
+// key's hash): on a consistent ring the node of the first vnode at or after
+// it, wrapping to the lowest vnode.
 func (r *Ring) LocatePoint(p uint64) int {
+	switch r.cfg.dist {
+	case distModula:
+		return int(r.slots[p%uint64(len(r.slots))])
+	case distRendezvous:
+		return r.rendezvous(p)
+	}
 	return int(r.vnodes[r.idx.search(r.vnodes, p)].node)
 }
 
@@ -241,8 +298,38 @@ func (r *Ring) id(i int) string {
 	if m.Name != "" {
 		return "name:" + m.Name
 	}
-	if r.cfg.layout != layoutJedis {
-		return "label:" + r.cfg.layout.label(r.cfg, m)
+	if r.cfg.points == pointsKetama {
+		return "label:" + r.cfg.labelOf(m)
 	}
 	return "slot:" + strconv.Itoa(m.slot)
 }
+
+// Eject returns a ring over the same node list in which the given nodes own
+// no key, as the preset's peer rebuilds it when servers fail: the Jedis ring
+// and rendezvous hashing drop the ejected nodes (every other node keeps its
+// keys); ketama is rebuilt over the live nodes with their weight shares
+// (twemproxy's and libmemcached's auto-eject: with equal weights the live
+// nodes keep their points); modula runs over the live nodes. Indices keep
+// referring to the full list. Ejections add up: nodes ejected in r stay
+// ejected (see Rejoin). It fails for an index out of range, or with
+// ErrNoNodes when every node would be ejected.
+func (r *Ring) Eject(nodes ...int) (*Ring, error) { return r.setEjected("eject", nodes, true) }
+
+// Rejoin returns a ring in which the given ejected nodes own their keys
+// again, as Eject's inverse: a ring ejected and rejoined places every key as
+// the original did.
+func (r *Ring) Rejoin(nodes ...int) (*Ring, error) { return r.setEjected("rejoin", nodes, false) }
+
+func (r *Ring) setEjected(verb string, nodes []int, ejected bool) (*Ring, error) {
+	members := slices.Clone(r.members)
+	for _, i := range nodes {
+		if i < 0 || i >= len(members) {
+			return nil, fmt.Errorf("ring: %s node %d: index out of range [0, %d)", verb, i, len(members))
+		}
+		members[i].ejected = ejected
+	}
+	return build(r.cfg, members)
+}
+
+// Ejected reports whether node i is ejected (owns no key).
+func (r *Ring) Ejected(i int) bool { return r.members[i].ejected }

@@ -13,7 +13,27 @@ import (
 // divided by 2^Bits. Lengths are summed as integers and divided once, so a
 // node that owns the whole ring gets exactly 1. Keys hashed uniformly land on
 // a node with that probability.
+//
+// For a modulo preset a node's share is its fraction of the slots; for
+// rendezvous hashing it is 1/live nodes (each node is equally likely to
+// score highest). Both assume a hash uniform over the keys.
 func (r *Ring) Shares() []float64 {
+	switch r.cfg.dist {
+	case distModula:
+		shares := make([]float64, len(r.members))
+		for _, s := range r.slots {
+			shares[s] += 1 / float64(len(r.slots))
+		}
+		return shares
+	case distRendezvous:
+		shares := make([]float64, len(r.members))
+		for i, m := range r.members {
+			if !m.ejected {
+				shares[i] = 1 / float64(r.live)
+			}
+		}
+		return shares
+	}
 	sums := make([]arcSum, len(r.members))
 	arcs(r.cfg.hash.Bits(), func(yield func(uint64)) {
 		for _, v := range r.vnodes {
@@ -102,12 +122,18 @@ type Diff struct {
 
 // Compare returns the exact change of ownership from ring a to ring b,
 // computed over the arcs of both rings, not by sampling. A node of a and a
-// node of b are the same node when they have the same non-empty name, or
-// when both are unnamed with the same slot (list position at creation; Add
-// and Remove keep it). It fails when the rings use different hashes.
+// node of b are the same node when they have the same non-empty name, the
+// same ketama label, or when both are unnamed with the same slot (list
+// position at creation; Add and Remove keep it). It fails when the rings use
+// different hashes or distributions.
+//
+// Modulo presets are compared over one period of both slot lists (exact
+// for a hash uniform modulo their lengths); rendezvous hashing by its
+// probabilities (a key moves when the highest scorer of the two node sets
+// together is a node not in both).
 func Compare(a, b *Ring) (Diff, error) {
-	if a.cfg.hash != b.cfg.hash {
-		return Diff{}, fmt.Errorf("ring: cannot compare rings over different hashes (%v and %v)", a.cfg.hash, b.cfg.hash)
+	if a.cfg.hash != b.cfg.hash || a.cfg.dist != b.cfg.dist {
+		return Diff{}, fmt.Errorf("ring: cannot compare rings over different hashes or distributions (%v and %v)", a.cfg.hash, b.cfg.hash)
 	}
 	same := make([]int, len(b.members)) // node of b -> same node of a, or -1
 	ids := make(map[string]int, len(a.members))
@@ -120,6 +146,12 @@ func Compare(a, b *Ring) (Diff, error) {
 		} else {
 			same[j] = -1
 		}
+	}
+	switch a.cfg.dist {
+	case distModula:
+		return compareModula(a, b, same)
+	case distRendezvous:
+		return compareRendezvous(a, b, same), nil
 	}
 	moved := make(map[[2]int]*arcSum)
 	var total arcSum
@@ -136,9 +168,19 @@ func Compare(a, b *Ring) (Diff, error) {
 			moved[k].add(arc)
 			total.add(arc)
 		})
-	d := Diff{from: a.Nodes(), to: b.Nodes(), Moved: total.fraction(a.cfg.hash.Bits())}
+	shares := make(map[[2]int]float64, len(moved))
 	for k, sum := range moved {
-		d.Moves = append(d.Moves, Move{From: k[0], To: k[1], Share: sum.fraction(a.cfg.hash.Bits())})
+		shares[k] = sum.fraction(a.cfg.hash.Bits())
+	}
+	return newDiff(a, b, shares), nil
+}
+
+// newDiff builds a Diff from the shares that move per (from, to) pair.
+func newDiff(a, b *Ring, moved map[[2]int]float64) Diff {
+	d := Diff{from: a.Nodes(), to: b.Nodes()}
+	for k, share := range moved {
+		d.Moves = append(d.Moves, Move{From: k[0], To: k[1], Share: share})
+		d.Moved += share
 	}
 	slices.SortFunc(d.Moves, func(x, y Move) int {
 		if x.From != y.From {
@@ -146,7 +188,73 @@ func Compare(a, b *Ring) (Diff, error) {
 		}
 		return x.To - y.To
 	})
-	return d, nil
+	return d
+}
+
+// maxPeriod bounds the slot-list period compareModula walks.
+const maxPeriod = 1 << 24
+
+func compareModula(a, b *Ring, same []int) (Diff, error) {
+	la, lb := len(a.slots), len(b.slots)
+	period := la / gcd(la, lb) * lb
+	if period > maxPeriod {
+		return Diff{}, fmt.Errorf("ring: slot lists of %d and %d repeat only every %d slots", la, lb, period)
+	}
+	moved := map[[2]int]float64{}
+	for h := range period {
+		from, to := int(a.slots[h%la]), int(b.slots[h%lb])
+		if same[to] != from {
+			moved[[2]int{from, to}] += 1 / float64(period)
+		}
+	}
+	return newDiff(a, b, moved), nil
+}
+
+func gcd(x, y int) int {
+	for y != 0 {
+		x, y = y, x%y
+	}
+	return x
+}
+
+// compareRendezvous: with independent uniform scores, the top scorer of the
+// union U of both rings' live nodes is uniform over U. When it is in both
+// rings the key stays; when it is only in a, the key leaves it for b's top
+// scorer, uniform over b's live nodes; when only in b, it comes from a's
+// top scorer, uniform over a's.
+func compareRendezvous(a, b *Ring, same []int) Diff {
+	inB := map[int]int{} // node of a -> same node of b
+	var liveA, liveB []int
+	for i, m := range a.members {
+		if !m.ejected {
+			liveA = append(liveA, i)
+		}
+	}
+	for j, m := range b.members {
+		if !m.ejected {
+			liveB = append(liveB, j)
+			if same[j] >= 0 && !a.members[same[j]].ejected {
+				inB[same[j]] = j
+			}
+		}
+	}
+	union := float64(len(liveA) + len(liveB) - len(inB))
+	moved := map[[2]int]float64{}
+	for _, i := range liveA {
+		if _, ok := inB[i]; !ok {
+			for _, j := range liveB {
+				moved[[2]int{i, j}] += 1 / union / float64(len(liveB))
+			}
+		}
+	}
+	for _, j := range liveB {
+		if same[j] < 0 || a.members[same[j]].ejected {
+			for _, i := range liveA {
+				moved[[2]int{i, j}] += 1 / union / float64(len(liveA))
+			}
+		}
+	}
+	return newDiff(a, b, moved)
 }
 
 // mergePoints yields the union of two sorted point lists, in order, once each.

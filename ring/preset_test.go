@@ -1,0 +1,238 @@
+package ring
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// TestGoldenPresets checks each peer preset against the peer's own vectors.
+func TestGoldenPresets(t *testing.T) {
+	mc := localNodes([]int{11211, 11212, 11213, 11214}, nil, nil)
+	tw := localNodes([]int{7001, 7002, 7003, 7004}, nil, nil)
+	cases := []struct {
+		file  string
+		nodes []Node
+		opt   Option
+		want  []int // per-node key counts from the file's header
+	}{
+		{"twemproxy_ketama_fnv1a_64", tw, WithTwemproxy(Ketama, HashFNV1a64), []int{994, 887, 330, 887}},
+		{"twemproxy_modula_fnv1a_64", tw, WithTwemproxy(Modula, HashFNV1a64), []int{774, 772, 773, 779}},
+		{"libmemcached_modula_default", mc, WithLibmemcachedModula(HashOneAtATime), nil},
+		{"gomemcache_default_serverlist", mc, WithGomemcache(), []int{769, 770, 776, 783}},
+	}
+	for _, c := range cases {
+		t.Run(c.file, func(t *testing.T) {
+			r, err := New(c.nodes, c.opt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			keys, cols := readRouting(t, "testdata/presets/"+c.file+".tsv")
+			counts := make([]int, len(c.nodes))
+			for i, k := range keys {
+				got := r.Locate(k)
+				counts[got]++
+				if got != cols[i][0] {
+					t.Errorf("Locate(%q) = %d, want %d", k, got, cols[i][0])
+				}
+			}
+			if c.want != nil && fmt.Sprint(counts) != fmt.Sprint(c.want) {
+				t.Errorf("counts %v, want %v", counts, c.want)
+			}
+		})
+	}
+}
+
+// go-redis Ring: rendezvous over the shard names, keys by name.
+func TestGoldenGoRedisRing(t *testing.T) {
+	names := []string{"shard-a", "shard-b", "shard-c"}
+	r, err := New([]Node{{Name: names[0]}, {Name: names[1]}, {Name: names[2]}}, WithGoRedisRing())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rows := readTSV(t, "testdata/presets/goredis_ring3.tsv")
+	counts := map[string]int{}
+	for _, row := range rows {
+		key := unquote(t, row[0])
+		got := names[r.Locate(key)]
+		counts[got]++
+		if got != row[1] {
+			t.Errorf("Locate(%q) = %s, want %s", key, got, row[1])
+		}
+	}
+	if fmt.Sprint(counts) != "map[shard-a:1024 shard-b:953 shard-c:1037]" {
+		t.Errorf("counts %v", counts)
+	}
+	if _, err := New([]Node{{Name: "a"}, {}}, WithGoRedisRing()); err == nil || !strings.Contains(err.Error(), "node 1: rendezvous hashing needs a name") {
+		t.Errorf("unnamed rendezvous node: %v", err)
+	}
+}
+
+// Ejection per preset: indices keep referring to the full list; only the
+// ejected node's keys move where the peer keeps the other nodes' places.
+func TestEject(t *testing.T) {
+	keys := make([]string, 20000)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("key:%d", i)
+	}
+	named := []Node{{Name: "a"}, {Name: "b"}, {Name: "c"}, {Name: "d"}}
+	for _, c := range []struct {
+		name       string
+		opt        Option
+		onlyEjects bool // only the ejected node's keys move
+	}{
+		{"jedis", nil, true},
+		{"ketama", WithKetama(), true},
+		{"rendezvous", WithGoRedisRing(), true},
+		{"modula", WithLibmemcachedModula(HashOneAtATime), false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r, err := New(named, c.opt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			e, err := r.Eject(2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !e.Ejected(2) || e.Ejected(1) || e.Len() != 4 {
+				t.Fatal("Ejected reports the wrong nodes")
+			}
+			movedOthers := 0
+			for _, k := range keys {
+				before, after := r.Locate(k), e.Locate(k)
+				if after == 2 {
+					t.Fatalf("%s still goes to the ejected node", k)
+				}
+				if before != 2 && before != after {
+					movedOthers++
+				}
+			}
+			if c.onlyEjects && movedOthers != 0 {
+				t.Fatalf("%d keys of live nodes moved", movedOthers)
+			}
+			if !c.onlyEjects && movedOthers == 0 {
+				t.Fatal("modula over the live nodes moved no live node's key")
+			}
+			back, err := e.Rejoin(2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, k := range keys {
+				if back.Locate(k) != r.Locate(k) {
+					t.Fatalf("after Rejoin %s goes to %d, before Eject to %d", k, back.Locate(k), r.Locate(k))
+				}
+			}
+			if _, err := e.Eject(0, 1, 3); err == nil {
+				t.Fatal("ejecting every node succeeded")
+			}
+			if _, err := r.Eject(4); err == nil {
+				t.Fatal("ejecting node 4 of 4 succeeded")
+			}
+		})
+	}
+}
+
+// Weighted ketama ejection rescales the live weights (twemproxy): keys move
+// between live nodes too, as in twemproxy's observed 305 of 3098.
+func TestEjectWeightedKetamaRescales(t *testing.T) {
+	r, err := New(localNodes([]int{7001, 7002, 7003, 7004}, []int{1, 2, 1, 3}, nil), WithTwemproxy(Ketama, JedisMD5))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := r.Eject(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := e.VirtualNodes(); got != 80+160+240 {
+		t.Fatalf("live points %d, want 80+160+240", got)
+	}
+}
+
+func TestHashTagPairs(t *testing.T) {
+	tag := tagRule{kind: tagPair, open: '{', close: '}'}
+	for key, want := range map[string]string{
+		"{user1000}.following": "user1000", "foo{bar}": "bar", "{a}{b}": "a", "a{b}c{d}e": "b",
+		"{{a}}": "{a", "x}y{z}": "z", "{}": "{}", "{}bar": "{}bar", "foo{}{bar}": "foo{}{bar}",
+		"x{y": "x{y", "}{": "}{", "": "",
+	} {
+		if got := tag.pair(key); got != want {
+			t.Errorf("pair(%q) = %q, want %q", key, got, want)
+		}
+		if got := string(tag.pairBytes([]byte(key))); got != want {
+			t.Errorf("pairBytes(%q) = %q, want %q", key, got, want)
+		}
+	}
+	dollar := tagRule{kind: tagPair, open: '$', close: '$'}
+	if got := dollar.pair("a$b$c"); got != "b" {
+		t.Errorf("$$ tag of a$b$c = %q", got)
+	}
+	r, err := New([]Node{{Name: "a"}, {Name: "b"}, {Name: "c"}}, WithKetama(), WithHashTag("{}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Locate("{user1000}.following") != r.Locate("user1000") || r.LocateBytes([]byte("x{user1000}")) != r.Locate("user1000") {
+		t.Error("tagged keys are not placed by their tag")
+	}
+	if _, err := New([]Node{{Name: "a"}}, WithHashTag("{")); err == nil {
+		t.Error(`hash tag "{" accepted`)
+	}
+}
+
+// Compare's exact shares for modulo and rendezvous presets agree with
+// sampled keys; so do Shares.
+func TestCompareNonRingPresets(t *testing.T) {
+	keys := make([]string, 200000)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("k%d", i)
+	}
+	nodes := func(n int) []Node {
+		out := make([]Node, n)
+		for i := range out {
+			out[i] = Node{Name: fmt.Sprintf("n%d", i), Weight: 1 + i%2}
+		}
+		return out
+	}
+	for _, c := range []struct {
+		name string
+		opt  Option
+	}{
+		{"twemproxy-modula", WithTwemproxy(Modula, HashMurmur)},
+		{"gomemcache", WithGomemcache()},
+		{"goredis-ring", WithGoRedisRing()},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			a, err := New(nodes(3), c.opt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := New(nodes(4), c.opt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d, err := Compare(a, b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			moved := 0
+			counts := make([]int, 3)
+			for _, k := range keys {
+				if a.Locate(k) != b.Locate(k) {
+					moved++
+				}
+				counts[a.Locate(k)]++
+			}
+			if got := float64(moved) / float64(len(keys)); got < d.Moved-0.01 || got > d.Moved+0.01 {
+				t.Fatalf("Compare says %.4f moves, keys say %.4f", d.Moved, got)
+			}
+			for i, s := range a.Shares() {
+				if got := float64(counts[i]) / float64(len(keys)); got < s-0.01 || got > s+0.01 {
+					t.Fatalf("node %d: share %.4f, keys %.4f", i, s, got)
+				}
+			}
+		})
+	}
+	if _, err := Compare(mustNew(t, nodes(3), WithGomemcache()), mustNew(t, nodes(3), WithKetama())); err == nil {
+		t.Fatal("compared a modulo preset with a ring")
+	}
+}
