@@ -191,7 +191,6 @@ func Murmur64A(data []byte, seed uint64) uint64 {
 	return h
 }
 
-
 // maxPoint returns the largest point on a ring of the given width in bits.
 func maxPoint(width int) uint64 {
 	return ^uint64(0) >> (64 - width)

@@ -53,14 +53,18 @@ const (
 // otherwise. When two points are equal the node earlier in the list owns
 // it, as in libmemcached. WithReplicas does not apply.
 func WithKetama() Option {
-	return func(c *config) { c.dist, c.points, c.label, c.defaultHash = distConsistent, pointsKetama, labelLibketama, JedisMD5 }
+	return func(c *config) {
+		c.dist, c.points, c.label, c.defaultHash = distConsistent, pointsKetama, labelLibketama, JedisMD5
+	}
 }
 
 // WithKetamaSpymemcached is WithKetama with spymemcached's labels
 // (KetamaNodeLocator, spymemcached 2.5 and later): an unnamed node's label is
 // its Addr as given, port 11211 included.
 func WithKetamaSpymemcached() Option {
-	return func(c *config) { c.dist, c.points, c.label, c.defaultHash = distConsistent, pointsKetama, labelAddr, JedisMD5 }
+	return func(c *config) {
+		c.dist, c.points, c.label, c.defaultHash = distConsistent, pointsKetama, labelAddr, JedisMD5
+	}
 }
 
 // Distribution is a twemproxy distribution (the "distribution:" of a pool).
