@@ -26,8 +26,9 @@ const (
 type pointScheme uint8
 
 const (
-	pointsJedis  pointScheme = iota // replicas x weight vnodes, hashed by the ring's hash
-	pointsKetama                    // libketama: float32 digest counts, 4 MD5 points per digest
+	pointsJedis       pointScheme = iota // replicas x weight vnodes, hashed by the ring's hash
+	pointsKetama                         // libketama: float32 digest counts, 4 MD5 points per digest
+	pointsKetamaPlain                    // libmemcached BEHAVIOR_KETAMA: 100 points per node, one per label
 )
 
 // labelRule is how an unnamed node's ketama label comes from its address.
@@ -36,6 +37,7 @@ type labelRule uint8
 const (
 	labelLibketama labelRule = iota // "host" on port 11211, else "host:port"
 	labelAddr                       // the address as given (spymemcached)
+	labelSlashAddr                  // "/" + the address (libmemcached's KETAMA_SPY)
 )
 
 // WithKetama lays the ring out as libketama does, the memcached world's
@@ -64,6 +66,31 @@ func WithKetama() Option {
 func WithKetamaSpymemcached() Option {
 	return func(c *config) {
 		c.dist, c.points, c.label, c.defaultHash = distConsistent, pointsKetama, labelAddr, JedisMD5
+	}
+}
+
+// WithLibmemcachedKetamaSpy places keys as libmemcached's
+// MEMCACHED_DISTRIBUTION_CONSISTENT_KETAMA_SPY with the weighted flag set
+// first: WithKetama with labels "/<host>:<port>" (port 11211 kept). It
+// reproduces spymemcached before 2.5 only; WithKetamaSpymemcached is today's.
+func WithLibmemcachedKetamaSpy() Option {
+	return func(c *config) {
+		c.dist, c.points, c.label, c.defaultHash = distConsistent, pointsKetama, labelSlashAddr, JedisMD5
+	}
+}
+
+// WithLibmemcachedKetama places keys as libmemcached 1.1.4's unweighted
+// MEMCACHED_BEHAVIOR_KETAMA (MEMCACHED_DISTRIBUTION_CONSISTENT_KETAMA),
+// which is not libketama: each node gets 100 points, one per label
+// "<label>-<i>" (labels as in WithKetama), valued with pointHash; keys are
+// hashed with keyHash; weights are ignored; of equal points the node
+// earlier in the list wins. libmemcached values the points with the key
+// hash in force when the ring was last rebuilt, so setting
+// MEMCACHED_BEHAVIOR_HASH after KETAMA leaves the points on the old hash:
+// pass both. Its default hash is HashOneAtATime.
+func WithLibmemcachedKetama(pointHash, keyHash Hash) Option {
+	return func(c *config) {
+		c.dist, c.points, c.label, c.defaultHash, c.pointHash = distConsistent, pointsKetamaPlain, labelLibketama, keyHash, pointHash
 	}
 }
 
@@ -164,8 +191,10 @@ func (c *config) configure() error {
 		return fmt.Errorf("ring: replicas %d: this placement does not use replicas", c.replicas)
 	case c.legacyNames:
 		return fmt.Errorf("ring: Jedis legacy names apply to the Jedis ring only")
-	case c.points == pointsKetama && c.dist == distConsistent && c.hash.Bits() != 32:
+	case c.points != pointsJedis && c.dist == distConsistent && c.hash.Bits() != 32:
 		return fmt.Errorf("ring: ketama points are 32-bit; key hash %v is %d-bit", c.hash, c.hash.Bits())
+	case c.points == pointsKetamaPlain && (!c.pointHash.valid() || c.pointHash.Bits() != 32):
+		return fmt.Errorf("ring: ketama points are 32-bit; point hash %v is not", c.pointHash)
 	}
 	return nil
 }
@@ -202,9 +231,10 @@ func (r *Ring) layOut() error {
 		return nil
 	}
 	var err error
-	if r.cfg.points == pointsKetama {
+	switch r.cfg.points {
+	case pointsKetama, pointsKetamaPlain:
 		r.vnodes, err = ketamaPoints(r.cfg, r.members)
-	} else {
+	default:
 		r.vnodes, err = jedisPoints(r.cfg, r.members)
 	}
 	return err
@@ -287,6 +317,14 @@ func ketamaPoints(cfg config, members []member) ([]vnode, error) {
 		if m.ejected {
 			continue
 		}
+		if cfg.points == pointsKetamaPlain {
+			prefix := append(append(buf[:0], cfg.labelOf(m)...), '-')
+			for p := range 100 {
+				buf = strconv.AppendInt(prefix, int64(p), 10)
+				vnodes = append(vnodes, vnode{point: cfg.pointHash.Point(buf), node: int32(i)})
+			}
+			continue
+		}
 		pct := float32(m.Weight) / float32(total)
 		share := float32(pct * 160)
 		perDigest := float32(share / 4)
@@ -309,9 +347,14 @@ func (c *config) labelOf(m member) string {
 	if m.Name != "" {
 		return m.Name
 	}
-	if c.label == labelLibketama {
+	switch c.label {
+	case labelLibketama:
 		if host, port, err := net.SplitHostPort(m.Addr); err == nil && port == "11211" {
 			return host
+		}
+	case labelSlashAddr:
+		if m.Addr != "" {
+			return "/" + m.Addr
 		}
 	}
 	return m.Addr

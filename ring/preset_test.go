@@ -236,3 +236,31 @@ func TestCompareNonRingPresets(t *testing.T) {
 		t.Fatal("compared a modulo preset with a ring")
 	}
 }
+
+// libmemcached's unweighted ketama: 100 points per node, valued with the
+// point hash of "<label>-<i>" (values from libmemcached's notes).
+func TestLibmemcachedKetamaPlain(t *testing.T) {
+	nodes := localNodes([]int{11211, 11212, 11213, 11214}, []int{1, 5, 1, 1}, nil)
+	for _, c := range []struct {
+		pointHash Hash
+		want      uint64
+	}{{HashOneAtATime, 0x3834014f}, {JedisMD5, 0xbdffa47f}} {
+		r := mustNew(t, nodes, WithLibmemcachedKetama(c.pointHash, JedisMD5))
+		if got := r.VirtualNodes(); got != 400 {
+			t.Fatalf("%v: %d points, want 400 (weights ignored)", c.pointHash, got)
+		}
+		if got := r.LocatePoint(c.want); got != 0 {
+			t.Fatalf("%v: point %x of 127.0.0.1-0 owned by %d, want 0", c.pointHash, c.want, got)
+		}
+		if got := c.pointHash.Point([]byte("127.0.0.1-0")); got != c.want {
+			t.Fatalf("%v(127.0.0.1-0) = %x, want %x", c.pointHash, got, c.want)
+		}
+	}
+	spy := mustNew(t, nodes, WithLibmemcachedKetamaSpy())
+	if spy.id(0) != "label:/127.0.0.1:11211" {
+		t.Fatalf("KETAMA_SPY label %q", spy.id(0))
+	}
+	if _, err := New(nodes, WithLibmemcachedKetama(MurmurHash64A, JedisMD5)); err == nil {
+		t.Fatal("a 64-bit point hash was accepted")
+	}
+}

@@ -46,6 +46,7 @@ type config struct {
 	hash        Hash // the key hash (and the Jedis ring's vnode hash)
 	hashSet     bool // set by WithHash: wins over the preset's default
 	defaultHash Hash
+	pointHash   Hash // WithLibmemcachedKetama: the hash of the point labels
 	legacyNames bool
 	tag         tagRule
 
@@ -298,7 +299,7 @@ func (r *Ring) id(i int) string {
 	if m.Name != "" {
 		return "name:" + m.Name
 	}
-	if r.cfg.points == pointsKetama {
+	if r.cfg.points != pointsJedis {
 		return "label:" + r.cfg.labelOf(m)
 	}
 	return "slot:" + strconv.Itoa(m.slot)

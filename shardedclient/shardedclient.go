@@ -24,7 +24,8 @@ type Shard[C any] struct {
 	Name string
 	// Weight scales the shard's share of keys; 0 means 1.
 	Weight int
-	// Addr is the shard's server address, for errors and logs only; optional.
+	// Addr is the shard's server address: for errors and logs, and for
+	// the ketama presets, which label an unnamed shard by it; optional.
 	Addr string
 	// Client is the shard's client; it must not be nil.
 	Client C
@@ -67,7 +68,7 @@ func New[C any](shards []Shard[C], opts ...ring.Option) (*Sharded[C], error) {
 		if isNil(s.Client) {
 			return nil, fmt.Errorf("shardedclient: shard %d (%q): nil client", i, s.Name)
 		}
-		nodes[i] = ring.Node{Name: s.Name, Weight: s.Weight}
+		nodes[i] = ring.Node{Name: s.Name, Weight: s.Weight, Addr: s.Addr}
 	}
 	r, err := ring.New(nodes, opts...)
 	if err != nil {
