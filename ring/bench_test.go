@@ -131,3 +131,41 @@ func BenchmarkMurmur64A(b *testing.B) {
 func BenchmarkJedisMD5(b *testing.B) {
 	benchHash(b, func(d []byte) uint64 { return uint64(MD5Sum32(d)) })
 }
+
+// BenchmarkLocatePreset is Locate of 16-byte keys for every peer preset at
+// 10 and 100 named nodes (with addresses, for the ketama labels).
+func BenchmarkLocatePreset(b *testing.B) {
+	presets := []struct {
+		name string
+		opt  Option
+	}{
+		{"jedis", nil},
+		{"ketama", WithKetama()},
+		{"spymemcached", WithKetamaSpymemcached()},
+		{"libmemcached-ketama", WithLibmemcachedKetama(HashOneAtATime, HashOneAtATime)},
+		{"libmemcached-modula", WithLibmemcachedModula(HashOneAtATime)},
+		{"twemproxy-ketama-fnv1a_64", WithTwemproxy(Ketama, HashFNV1a64)},
+		{"twemproxy-modula-fnv1a_64", WithTwemproxy(Modula, HashFNV1a64)},
+		{"goredis-ring", WithGoRedisRing()},
+		{"gomemcache", WithGomemcache()},
+	}
+	keys, _ := benchKeySet(16)
+	for _, p := range presets {
+		for _, n := range []int{10, 100} {
+			nodes := make([]Node, n)
+			for i := range nodes {
+				nodes[i] = Node{Name: "cache-" + strconv.Itoa(i), Addr: "10.0.0." + strconv.Itoa(i) + ":11211"}
+			}
+			r := mustNew(b, nodes, p.opt)
+			b.Run(p.name+"/nodes="+strconv.Itoa(n), func(b *testing.B) {
+				b.ReportAllocs()
+				sum, i := 0, 0
+				for b.Loop() {
+					sum += r.Locate(keys[i&(benchKeys-1)])
+					i++
+				}
+				sinkInt = sum
+			})
+		}
+	}
+}
