@@ -631,3 +631,49 @@ func TestRedisRandomKeyDrawsEveryShard(t *testing.T) {
 		}
 	}
 }
+
+// A service moving from go-redis's Ring keeps its keys where Ring put them:
+// the same shard names with ring.WithGoRedisRing.
+func TestRedisGoRedisRingPreset(t *testing.T) {
+	names := []string{"shard-a", "shard-b", "shard-c"}
+	var shards []shardedredis.ShardOptions
+	var servers []*miniredis.Miniredis
+	for _, n := range names {
+		s := miniredis.RunT(t)
+		servers = append(servers, s)
+		shards = append(shards, shardedredis.ShardOptions{Name: n, Addr: s.Addr()})
+	}
+	c, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: shards, RingOptions: []ring.Option{ring.WithGoRedisRing()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	f, err := os.Open("testdata/goredis_ring3.tsv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	n := 0
+	for sc.Scan() {
+		if strings.HasPrefix(sc.Text(), "#") {
+			continue
+		}
+		cols := strings.Split(sc.Text(), "\t")
+		key, err := strconv.Unquote(cols[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Set(ctx, key, "v", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		want := slices.Index(names, cols[1])
+		if got := holders(servers, key); !slices.Equal(got, []int{want}) {
+			t.Fatalf("%q on servers %v, go-redis Ring puts it on %s", key, got, cols[1])
+		}
+		n++
+	}
+	if n != 3014 {
+		t.Fatalf("checked %d keys, want 3014", n)
+	}
+}

@@ -19,6 +19,19 @@
 //   - when two vnodes hash alike, the one added later (later in the node
 //     list) owns the point, as TreeMap.put overwrites.
 //
+// # Other peers' placements
+//
+// Options select the placement of other clients, key for key, so that a Go
+// service can share servers with them or replace them without a cold cache:
+// WithKetama (libketama: libmemcached KETAMA_WEIGHTED, PHP memcached,
+// twemproxy with md5), WithKetamaSpymemcached, WithLibmemcachedKetama,
+// WithLibmemcachedKetamaSpy, WithLibmemcachedModula, WithTwemproxy (ketama
+// or modula with any of its hashes, WithHashTag for its hash_tag),
+// WithGoRedisRing (rendezvous hashing) and WithGomemcache (crc32 modulo).
+// Every hash is a Hash value (HashFNV1a64, HashOneAtATime, ...) and a plain
+// function (FNV1a64Twemproxy, OneAtATime, ...). Eject gives the placement
+// after nodes fail, as each peer rebuilds it.
+//
 // # Identity: names versus positions
 //
 // An unnamed node is identified by its position in the list: its vnode names
