@@ -93,7 +93,10 @@ func BenchmarkRoute(b *testing.B) {
 	cmd := goredis.NewStringCmd(context.Background(), "get", "user:12345")
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, _, err := c.route(cmd); err != nil {
+		v := c.shards.Acquire()
+		_, _, err := route(v, cmd)
+		v.Release()
+		if err != nil {
 			b.Fatal(err)
 		}
 	}

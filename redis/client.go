@@ -184,36 +184,38 @@ func (c *ShardedClient) Watch(ctx context.Context, fn func(*goredis.Tx) error, k
 	if len(keys) == 0 {
 		return &UnsupportedError{Command: "watch", Reason: "no keys, so no shard"}
 	}
-	ks := keyShards{c: c, name: "watch", args: make([]any, 0, len(keys)+1), shard: noKeys}
+	v := c.shards.Acquire()
+	defer v.Release()
+	ks := keyShards{v: v, name: "watch", args: make([]any, 0, len(keys)+1), shard: noKeys}
 	ks.args = append(ks.args, "watch")
 	for _, k := range keys {
 		ks.args = append(ks.args, k)
 		ks.add(len(ks.args) - 1)
 	}
 	if ks.shard == manyShard {
-		return c.crossShard("watch", ks.all)
+		return crossShard(v, "watch", ks.all)
 	}
-	shard := ks.shard
 	var fnErr error
-	err := c.shards.Shard(shard).Client.Watch(ctx, func(tx *goredis.Tx) error {
-		tx.AddHook(guard{c: c, shard: shard})
+	err := v.Client(ks.shard).Watch(ctx, func(tx *goredis.Tx) error {
+		tx.AddHook(guard{v: v, shard: ks.shard})
 		fnErr = fn(tx)
 		return fnErr
 	}, keys...)
 	if err != nil && err == fnErr {
 		return err // fn's own error, unchanged
 	}
-	return c.wrapErr(shard, err)
+	return finish(v, ks.shard, err)
 }
 
 // ForEachShard calls fn with every shard's client, in parallel, and returns
 // the errors joined, each a *shardedclient.ShardError naming its shard.
 func (c *ShardedClient) ForEachShard(ctx context.Context, fn func(ctx context.Context, client *goredis.Client) error) error {
-	shards := c.shards.AllShards()
-	errs := make([]error, len(shards))
+	v := c.shards.Acquire()
+	defer v.Release()
+	errs := make([]error, v.Len())
 	var wg sync.WaitGroup
-	for i, s := range shards {
-		wg.Go(func() { errs[i] = c.shards.Err(i, fn(ctx, s.Client)) })
+	for i := range v.Len() {
+		wg.Go(func() { errs[i] = v.Err(i, fn(ctx, v.Client(i))) })
 	}
 	wg.Wait()
 	return errors.Join(errs...)

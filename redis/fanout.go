@@ -29,13 +29,13 @@ type part struct {
 // keyless, else one command per shard with that shard's keys (and the
 // arguments that go with each key, such as MSET's values). It fails, sending
 // nothing, when a key lacks the arguments that go with it (an odd MSET).
-func (c *ShardedClient) split(ctx context.Context, cmd goredis.Cmder, info *commands.Info) (*fanout, error) {
+func split(ctx context.Context, v *view, cmd goredis.Cmder, info *commands.Info) (*fanout, error) {
 	args := cmd.Args()
 	f := &fanout{cmd: cmd, info: info}
 	var pos []int
 	_ = info.KeyPositions(args, func(p int) { pos = append(pos, p) })
 	if len(pos) == 0 {
-		for i := range c.shards.Len() {
+		for i := range v.Len() {
 			f.parts = append(f.parts, part{shard: i, cmd: goredis.NewCmd(ctx, args...)})
 		}
 		return f, nil
@@ -53,7 +53,7 @@ func (c *ShardedClient) split(ctx context.Context, cmd goredis.Cmder, info *comm
 	var partArgs [][]any
 	for k, p := range pos {
 		key, _ := commands.Arg(args[p])
-		s := c.shards.Locate(key)
+		s := v.Locate(key)
 		i, ok := byShard[s]
 		if !ok {
 			i = len(f.parts)

@@ -10,6 +10,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/shardedcache/shardedcache/redis/internal/commands"
+	"github.com/shardedcache/shardedcache/shardedclient"
 )
 
 // fanOut is the shard of a command that runs on several shards.
@@ -38,7 +39,7 @@ func (h hook) ProcessPipelineHook(goredis.ProcessPipelineHook) goredis.ProcessPi
 // guard is added to the *redis.Tx of Watch: it refuses, before sending, a
 // command whose keys are not all on the watched shard.
 type guard struct {
-	c     *ShardedClient
+	v     *view
 	shard int
 }
 
@@ -67,22 +68,25 @@ func (g guard) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.Pro
 // check accepts a command with no keys (MULTI, EXEC, UNWATCH, PING, ...) or
 // with every key on the guarded shard.
 func (g guard) check(cmd goredis.Cmder) error {
-	info, ks, err := g.c.keysOf(cmd)
+	info, ks, err := keysOf(g.v, cmd)
 	if err != nil || ks.shard == noKeys || ks.shard == g.shard {
 		return err
 	}
 	ks.addShard(g.shard)
-	return g.c.crossShard(info.Name, ks.all)
+	return crossShard(g.v, info.Name, ks.all)
 }
 
+// view is one snapshot of the shards, for the whole of a command.
+type view = shardedclient.View[*goredis.Client]
+
 // keysOf finds cmd in Redis's command table and the shards of its keys.
-func (c *ShardedClient) keysOf(cmd goredis.Cmder) (*commands.Info, keyShards, error) {
+func keysOf(v *view, cmd goredis.Cmder) (*commands.Info, keyShards, error) {
 	args := cmd.Args()
 	info, err := commands.Lookup(args)
 	if err != nil {
 		return nil, keyShards{}, &UnsupportedError{Command: cmd.Name(), Reason: err.Error()}
 	}
-	ks := keyShards{c: c, name: info.Name, args: args, shard: noKeys}
+	ks := keyShards{v: v, name: info.Name, args: args, shard: noKeys}
 	if err := info.KeyPositions(args, ks.add); err != nil {
 		return nil, ks, &UnsupportedError{Command: info.Name, Reason: err.Error()}
 	}
@@ -91,26 +95,26 @@ func (c *ShardedClient) keysOf(cmd goredis.Cmder) (*commands.Info, keyShards, er
 
 // route returns the shard that cmd runs on, or fanOut with the command's
 // table entry when it runs on several shards.
-func (c *ShardedClient) route(cmd goredis.Cmder) (int, *commands.Info, error) {
-	info, ks, err := c.keysOf(cmd)
+func route(v *view, cmd goredis.Cmder) (int, *commands.Info, error) {
+	info, ks, err := keysOf(v, cmd)
 	switch {
 	case err != nil:
 		return 0, nil, err
 	case ks.shard >= 0:
 		return ks.shard, info, nil
 	case ks.shard == noKeys && info.Request == commands.AllShards:
-		return c.fanOut(info, cmd)
+		return fanOutOf(info, cmd)
 	case ks.shard == noKeys:
 		return 0, nil, &UnsupportedError{Command: info.Name, Reason: "a command without keys has no shard"}
 	case info.Request == commands.MultiShard: // keys on several shards
-		return c.fanOut(info, cmd)
+		return fanOutOf(info, cmd)
 	}
-	return 0, nil, c.crossShard(info.Name, ks.all)
+	return 0, nil, crossShard(v, info.Name, ks.all)
 }
 
-// fanOut accepts a command that runs on several shards when its replies can
-// be merged into the command's go-redis type; otherwise nothing is sent.
-func (c *ShardedClient) fanOut(info *commands.Info, cmd goredis.Cmder) (int, *commands.Info, error) {
+// fanOutOf accepts a command that runs on several shards when its replies
+// can be merged into the command's go-redis type; otherwise nothing is sent.
+func fanOutOf(info *commands.Info, cmd goredis.Cmder) (int, *commands.Info, error) {
 	var ok bool
 	switch cmd.(type) {
 	case *goredis.Cmd:
@@ -140,7 +144,7 @@ const (
 // with every shard involved in all. err is an *UnsupportedError for a key of
 // a type that go-redis does not send.
 type keyShards struct {
-	c     *ShardedClient
+	v     *view
 	name  string
 	args  []any
 	shard int
@@ -154,7 +158,7 @@ func (k *keyShards) add(pos int) {
 		k.err = &UnsupportedError{Command: k.name, Reason: fmt.Sprintf("key argument %d has type %T", pos, k.args[pos])}
 		return
 	}
-	k.addShard(k.c.shards.Locate(key))
+	k.addShard(k.v.Locate(key))
 }
 
 func (k *keyShards) addShard(s int) {
@@ -171,22 +175,39 @@ func (k *keyShards) addShard(s int) {
 
 // crossShard builds the *CrossShardError of a command whose keys are on the
 // given shards.
-func (c *ShardedClient) crossShard(name string, shards []int) error {
+func crossShard(v *view, name string, shards []int) error {
 	shards = slices.Sorted(slices.Values(shards))
 	e := &CrossShardError{Command: name}
 	for _, i := range shards {
-		e.Shards = append(e.Shards, c.shards.Label(i))
+		e.Shards = append(e.Shards, v.Label(i))
 	}
 	return e
 }
 
 // wrapErr names shard i in a transport error; reply errors from Redis and
 // redis.Nil are returned unchanged.
-func (c *ShardedClient) wrapErr(i int, err error) error {
-	if err == nil || err == goredis.Nil || isReplyError(err) {
+func wrapErr(v *view, i int, err error) error {
+	if transport(err) == nil {
 		return err
 	}
-	return c.shards.Err(i, err)
+	return v.Err(i, err)
+}
+
+// transport returns err when it is a failure to reach the server (refused
+// connection, timeout, closed client), and nil for success, redis.Nil and
+// the server's reply errors: what the shard's health counts.
+func transport(err error) error {
+	if err == nil || err == goredis.Nil || isReplyError(err) {
+		return nil
+	}
+	return err
+}
+
+// finish reports a call's outcome to shard i's health and returns its
+// error, named after the shard when it is a transport failure.
+func finish(v *view, i int, err error) error {
+	v.Report(i, transport(err))
+	return wrapErr(v, i, err)
 }
 
 // isReplyError reports whether err is an error reply of the server. (Apart
@@ -198,30 +219,32 @@ func isReplyError(err error) bool {
 
 // process runs one command: on its shard, or on several and merged.
 func (c *ShardedClient) process(ctx context.Context, cmd goredis.Cmder) error {
+	v := c.shards.Acquire()
+	defer v.Release()
 	switch cmd := cmd.(type) {
 	case *goredis.ScanCmd:
 		if cmd.Name() == "scan" {
-			return c.scan(ctx, cmd)
+			return scan(ctx, v, cmd)
 		}
 	case *goredis.StringCmd:
 		if cmd.Name() == "randomkey" && len(cmd.Args()) == 1 {
-			return c.randomKey(ctx, cmd)
+			return randomKey(ctx, v, cmd)
 		}
 	}
-	shard, info, err := c.route(cmd)
+	shard, info, err := route(v, cmd)
 	if err != nil {
 		return err
 	}
 	if shard >= 0 {
-		return c.wrapErr(shard, c.shards.Shard(shard).Client.Process(ctx, cmd))
+		return finish(v, shard, v.Client(shard).Process(ctx, cmd))
 	}
-	f, err := c.split(ctx, cmd, info)
+	f, err := split(ctx, v, cmd, info)
 	if err != nil {
 		return err
 	}
-	groups := make([][]goredis.Cmder, c.shards.Len())
+	groups := make([][]goredis.Cmder, v.Len())
 	f.addTo(groups)
-	c.execGroups(ctx, groups)
+	execGroups(ctx, v, groups)
 	return f.merge()
 }
 
@@ -229,17 +252,19 @@ func (c *ShardedClient) process(ctx context.Context, cmd goredis.Cmder) error {
 // pipeline per shard, the shards in parallel. Each command keeps its own
 // reply and error; the first error in call order is returned.
 func (c *ShardedClient) processPipeline(ctx context.Context, cmds []goredis.Cmder) error {
-	groups := make([][]goredis.Cmder, c.shards.Len())
+	v := c.shards.Acquire()
+	defer v.Release()
+	groups := make([][]goredis.Cmder, v.Len())
 	var fans []*fanout
 	for _, cmd := range cmds {
-		shard, info, err := c.route(cmd)
+		shard, info, err := route(v, cmd)
 		switch {
 		case err != nil:
 			cmd.SetErr(err)
 		case shard >= 0:
 			groups[shard] = append(groups[shard], cmd)
 		default:
-			f, err := c.split(ctx, cmd, info)
+			f, err := split(ctx, v, cmd, info)
 			if err != nil {
 				cmd.SetErr(err)
 				continue
@@ -248,7 +273,7 @@ func (c *ShardedClient) processPipeline(ctx context.Context, cmds []goredis.Cmde
 			fans = append(fans, f)
 		}
 	}
-	c.execGroups(ctx, groups)
+	execGroups(ctx, v, groups)
 	for _, f := range fans {
 		_ = f.merge()
 	}
@@ -258,10 +283,12 @@ func (c *ShardedClient) processPipeline(ctx context.Context, cmds []goredis.Cmde
 // processTx runs a MULTI/EXEC pipeline (cmds wrapped in MULTI and EXEC by
 // go-redis) on the one shard that owns every key of its commands.
 func (c *ShardedClient) processTx(ctx context.Context, cmds []goredis.Cmder) error {
+	v := c.shards.Acquire()
+	defer v.Release()
 	inner := cmds[1 : len(cmds)-1]
 	acc := keyShards{shard: noKeys}
 	for _, cmd := range inner {
-		s, info, err := c.route(cmd)
+		s, info, err := route(v, cmd)
 		if err == nil && s == fanOut {
 			err = &UnsupportedError{Command: info.Name, Reason: "it runs on several shards, so not in a transaction"}
 		}
@@ -271,30 +298,27 @@ func (c *ShardedClient) processTx(ctx context.Context, cmds []goredis.Cmder) err
 		acc.addShard(s)
 	}
 	if acc.shard == manyShard {
-		return setErrs(inner, c.crossShard("multi", acc.all))
+		return setErrs(inner, crossShard(v, "multi", acc.all))
 	}
-	shard := acc.shard
-	pipe := c.shards.Shard(shard).Client.TxPipeline()
+	pipe := v.Client(acc.shard).TxPipeline()
 	for _, cmd := range inner {
 		_ = pipe.Process(ctx, cmd)
 	}
 	_, _ = pipe.Exec(ctx)
-	for _, cmd := range inner {
-		cmd.SetErr(c.wrapErr(shard, cmd.Err()))
-	}
+	finishGroup(v, acc.shard, inner)
 	return firstErr(inner)
 }
 
 // execGroups runs groups[i] on shard i, the shards in parallel: one command
-// alone, several as a pipeline. Transport errors are wrapped per command.
-func (c *ShardedClient) execGroups(ctx context.Context, groups [][]goredis.Cmder) {
+// alone, several as a pipeline.
+func execGroups(ctx context.Context, v *view, groups [][]goredis.Cmder) {
 	var wg sync.WaitGroup
 	for i, g := range groups {
 		if len(g) == 0 {
 			continue
 		}
 		wg.Go(func() {
-			client := c.shards.Shard(i).Client
+			client := v.Client(i)
 			if len(g) == 1 {
 				_ = client.Process(ctx, g[0])
 			} else {
@@ -304,12 +328,24 @@ func (c *ShardedClient) execGroups(ctx context.Context, groups [][]goredis.Cmder
 				}
 				_, _ = pipe.Exec(ctx)
 			}
-			for _, cmd := range g {
-				cmd.SetErr(c.wrapErr(i, cmd.Err()))
-			}
+			finishGroup(v, i, g)
 		})
 	}
 	wg.Wait()
+}
+
+// finishGroup reports one round trip of shard i to its health (its first
+// transport failure, or success) and names the shard in each command's
+// transport error.
+func finishGroup(v *view, i int, cmds []goredis.Cmder) {
+	var failure error
+	for _, cmd := range cmds {
+		if failure == nil {
+			failure = transport(cmd.Err())
+		}
+		cmd.SetErr(wrapErr(v, i, cmd.Err()))
+	}
+	v.Report(i, failure)
 }
 
 func setErrs(cmds []goredis.Cmder, err error) error {

@@ -20,18 +20,18 @@ import (
 // Redis's SCAN guarantees, so a loop until cursor 0 (or ScanIterator) sees
 // every key that exists throughout the scan at least once, and a key that
 // stays on one shard is reported by that shard only.
-func (c *ShardedClient) scan(ctx context.Context, cmd *goredis.ScanCmd) error {
+func scan(ctx context.Context, v *view, cmd *goredis.ScanCmd) error {
 	args := slices.Clone(cmd.Args())
 	s, _ := commands.Arg(args[1])
 	cursor, err := strconv.ParseUint(s, 10, 64)
 	if err != nil {
 		return fmt.Errorf("shardedcache: scan: cursor %q is not a number", s)
 	}
-	n := uint64(c.shards.Len())
+	n := uint64(v.Len())
 	shard := int(cursor % n)
 	args[1] = cursor / n
 	sub := goredis.NewScanCmd(ctx, nil, args...)
-	if err := c.wrapErr(shard, c.shards.Shard(shard).Client.Process(ctx, sub)); err != nil {
+	if err := finish(v, shard, v.Client(shard).Process(ctx, sub)); err != nil {
 		return err
 	}
 	page, next := sub.Val()
@@ -52,8 +52,8 @@ func (c *ShardedClient) scan(ctx context.Context, cmd *goredis.ScanCmd) error {
 // DBSIZE and a random key, and a shard is drawn with probability in
 // proportion to its DBSIZE, so every key is equally likely. It returns
 // redis.Nil when every shard is empty.
-func (c *ShardedClient) randomKey(ctx context.Context, cmd *goredis.StringCmd) error {
-	n := c.shards.Len()
+func randomKey(ctx context.Context, v *view, cmd *goredis.StringCmd) error {
+	n := v.Len()
 	sizes := make([]*goredis.IntCmd, n)
 	keys := make([]*goredis.StringCmd, n)
 	groups := make([][]goredis.Cmder, n)
@@ -62,7 +62,7 @@ func (c *ShardedClient) randomKey(ctx context.Context, cmd *goredis.StringCmd) e
 		keys[i] = goredis.NewStringCmd(ctx, "randomkey")
 		groups[i] = []goredis.Cmder{sizes[i], keys[i]}
 	}
-	c.execGroups(ctx, groups)
+	execGroups(ctx, v, groups)
 	var total int64
 	for i := range n {
 		if err := sizes[i].Err(); err != nil {

@@ -1,11 +1,15 @@
 // Package shardedclient holds a set of clients of any type, one per shard,
 // and a consistent-hash ring over them: it answers which shard owns a key,
-// groups many keys by shard for scatter-gather, and closes every shard. It
-// knows nothing of Redis or memcached; the backends (packages redis and
-// memcache) build on it.
+// groups many keys by shard for scatter-gather, tracks each shard's health
+// (failure counts, ejection and rejoining, events and counters), swaps the
+// shard list at run time, and closes every shard. It knows nothing of Redis
+// or memcached; the backends (packages redis and memcache) build on it.
 //
-// Lookups take no lock and allocate nothing: the shards and their ring are an
-// immutable snapshot behind an atomic pointer.
+// Lookups take no lock and allocate nothing: the shards and their ring are
+// an immutable View behind an atomic pointer. A backend runs each command
+// on one View (Acquire, then Release), so that a command never mixes two
+// shard lists and a client replaced by SetShards is closed only once the
+// commands using it have ended.
 package shardedclient
 
 import (
@@ -13,6 +17,7 @@ import (
 	"fmt"
 	"io"
 	"reflect"
+	"sync"
 	"sync/atomic"
 
 	"github.com/shardedcache/shardedcache/ring"
@@ -48,40 +53,95 @@ type Group struct {
 // Sharded is a ring of shards, each holding a client of type C. Its methods
 // are safe for concurrent use.
 type Sharded[C any] struct {
-	state atomic.Pointer[state[C]]
+	view   atomic.Pointer[View[C]]
+	opts   []ring.Option
+	health Health[C]
+
+	mu     sync.Mutex // serializes view changes (eject, rejoin, SetShards, Close)
+	closed bool
+	wg     sync.WaitGroup // retirements and health goroutines
+	stop   chan struct{}  // closed by Close
 }
 
-type state[C any] struct {
-	shards []Shard[C]
-	ring   *ring.Ring
-}
-
-// New builds a Sharded over shards, in order, with the given ring options.
-// It returns an error for an empty list, a nil client (naming the shard), or
+// New builds a Sharded over shards, in order, with the given ring options
+// and the default health policy (failure mode: nothing is ejected). It
+// returns an error for an empty list, a nil client (naming the shard), or
 // any error of ring.New (negative weight, duplicate name, ...).
 func New[C any](shards []Shard[C], opts ...ring.Option) (*Sharded[C], error) {
+	return NewWithHealth(shards, Health[C]{}, opts...)
+}
+
+// NewWithHealth is New with a health policy (see Health). With
+// Health.ProbeInterval set it starts a goroutine that Close stops.
+func NewWithHealth[C any](shards []Shard[C], h Health[C], opts ...ring.Option) (*Sharded[C], error) {
+	if err := h.normalize(); err != nil {
+		return nil, err
+	}
+	s := &Sharded[C]{opts: opts, health: h, stop: make(chan struct{})}
+	v, err := s.newView(shards, nil)
+	if err != nil {
+		return nil, err
+	}
+	s.view.Store(v)
+	if h.ProbeInterval > 0 {
+		s.wg.Add(1)
+		go s.probeLoop()
+	}
+	return s, nil
+}
+
+// newView builds a View over shards, reusing the health records of old's
+// shards that have the same identity (their counters and ejection carry
+// over).
+func (s *Sharded[C]) newView(shards []Shard[C], old *View[C]) (*View[C], error) {
 	if len(shards) == 0 {
 		return nil, errors.New("shardedclient: no shards")
 	}
 	nodes := make([]ring.Node, len(shards))
-	for i, s := range shards {
-		if isNil(s.Client) {
-			return nil, fmt.Errorf("shardedclient: shard %d (%q): nil client", i, s.Name)
+	for i, sh := range shards {
+		if isNil(sh.Client) {
+			return nil, fmt.Errorf("shardedclient: shard %d (%q): nil client", i, sh.Name)
 		}
-		nodes[i] = ring.Node{Name: s.Name, Weight: s.Weight, Addr: s.Addr}
+		nodes[i] = ring.Node{Name: sh.Name, Weight: sh.Weight, Addr: sh.Addr}
 	}
-	r, err := ring.New(nodes, opts...)
+	full, err := ring.New(nodes, s.opts...)
 	if err != nil {
 		return nil, err
 	}
-	st := &state[C]{shards: make([]Shard[C], len(shards)), ring: r}
-	for i, n := range r.Nodes() {
-		st.shards[i] = shards[i]
-		st.shards[i].Weight = n.Weight
+	v := &View[C]{parent: s, shards: make([]Shard[C], len(shards)), full: full, live: full,
+		health: make([]*shardHealth, len(shards)), drained: make(chan struct{})}
+	var ejected []int
+	for i, n := range full.Nodes() {
+		v.shards[i] = shards[i]
+		v.shards[i].Weight = n.Weight
+		v.health[i] = &shardHealth{}
+		if old != nil {
+			if j := old.indexOf(identity(i, shards[i])); j >= 0 {
+				v.health[i] = old.health[j]
+				if v.health[i].ejected.Load() {
+					ejected = append(ejected, i)
+				}
+			}
+		}
 	}
-	s := &Sharded[C]{}
-	s.state.Store(st)
-	return s, nil
+	if len(ejected) > 0 && len(ejected) < len(shards) {
+		if v.live, err = full.Eject(ejected...); err != nil {
+			return nil, err
+		}
+	}
+	return v, nil
+}
+
+// identity names a shard across shard lists: its name, else its address,
+// else its position.
+func identity[C any](i int, sh Shard[C]) string {
+	switch {
+	case sh.Name != "":
+		return "name:" + sh.Name
+	case sh.Addr != "":
+		return "addr:" + sh.Addr
+	}
+	return fmt.Sprintf("index:%d", i)
 }
 
 // isNil reports whether c is a nil interface, pointer, map, slice, channel
@@ -97,52 +157,96 @@ func isNil(c any) bool {
 	return false
 }
 
-// Ring returns the current ring.
-func (s *Sharded[C]) Ring() *ring.Ring { return s.state.Load().ring }
+// View is an immutable snapshot of the shards, their full ring and the ring
+// of the live (not ejected) shards. Indices are positions in the shard
+// list; Locate never returns an ejected shard.
+type View[C any] struct {
+	parent *Sharded[C]
+	shards []Shard[C]
+	full   *ring.Ring // every shard
+	live   *ring.Ring // ejected shards own nothing; == full when none is
+	health []*shardHealth
 
-// Locate returns the index of the shard that owns key.
-func (s *Sharded[C]) Locate(key string) int { return s.state.Load().ring.Locate(key) }
-
-// GetShard returns the client of the shard that owns key.
-func (s *Sharded[C]) GetShard(key string) C {
-	st := s.state.Load()
-	return st.shards[st.ring.Locate(key)].Client
+	inflight atomic.Int64  // Acquire calls not yet released
+	retired  atomic.Bool   // a newer view has replaced this one
+	drained  chan struct{} // closed once retired and no longer in use
+	once     sync.Once
 }
 
-// GetShardInfo returns the index, name and weight of the shard that owns key.
-func (s *Sharded[C]) GetShardInfo(key string) Info {
-	st := s.state.Load()
-	return st.info(st.ring.Locate(key))
+// Acquire returns the current View for one command; the caller must call
+// Release when the command has ended. Until then the View's clients stay
+// open even if SetShards replaces them.
+func (s *Sharded[C]) Acquire() *View[C] {
+	for {
+		v := s.view.Load()
+		v.inflight.Add(1)
+		if s.view.Load() == v {
+			return v
+		}
+		v.Release() // replaced meanwhile: take the new one
+	}
 }
 
-func (st *state[C]) info(i int) Info {
-	return Info{Index: i, Name: st.shards[i].Name, Weight: st.shards[i].Weight}
+// Release ends a use of v begun by Acquire.
+func (v *View[C]) Release() {
+	if v.inflight.Add(-1) == 0 && v.retired.Load() {
+		v.once.Do(func() { close(v.drained) })
+	}
 }
 
-// Shard returns shard i. It panics if i is out of range, like a slice index.
-func (s *Sharded[C]) Shard(i int) Shard[C] { return s.state.Load().shards[i] }
-
-// Len returns the number of shards.
-func (s *Sharded[C]) Len() int { return len(s.state.Load().shards) }
-
-// AllShards returns a copy of the shard list, in order.
-func (s *Sharded[C]) AllShards() []Shard[C] {
-	return append([]Shard[C](nil), s.state.Load().shards...)
+// retire marks v replaced; drained is closed once no command uses it.
+func (v *View[C]) retire() {
+	v.retired.Store(true)
+	if v.inflight.Load() == 0 {
+		v.once.Do(func() { close(v.drained) })
+	}
 }
+
+// Locate returns the index of the live shard that owns key.
+func (v *View[C]) Locate(key string) int { return v.live.Locate(key) }
+
+// Len returns the number of shards, ejected ones included.
+func (v *View[C]) Len() int { return len(v.shards) }
+
+// Shard returns shard i.
+func (v *View[C]) Shard(i int) Shard[C] { return v.shards[i] }
+
+// Client returns the client of shard i.
+func (v *View[C]) Client(i int) C { return v.shards[i].Client }
+
+// Label names shard i for messages, as `shard 1 "b" (10.0.0.2:6379)`.
+func (v *View[C]) Label(i int) string {
+	return label(i, v.shards[i].Name, v.shards[i].Addr)
+}
+
+// Err wraps err, a failure of shard i, in a *ShardError naming the shard.
+// It returns nil for a nil err.
+func (v *View[C]) Err(i int, err error) error {
+	if err == nil {
+		return nil
+	}
+	sh := v.shards[i]
+	return &ShardError{Index: i, Name: sh.Name, Addr: sh.Addr, Err: err}
+}
+
+// Ejected reports whether shard i is ejected in this view.
+func (v *View[C]) Ejected(i int) bool { return v.live.Ejected(i) }
+
+// Ring returns the ring of the live shards.
+func (v *View[C]) Ring() *ring.Ring { return v.live }
 
 // GroupKeys splits keys by owning shard. Groups are ordered by shard index;
 // within a group keys keep their input order, and Positions maps each back
 // to its index in keys, so that per-shard replies can be put back in order.
 // Shards that own none of the keys get no group.
-func (s *Sharded[C]) GroupKeys(keys []string) []Group {
-	st := s.state.Load()
+func (v *View[C]) GroupKeys(keys []string) []Group {
 	owner := make([]int, len(keys))
-	count := make([]int, len(st.shards))
+	count := make([]int, len(v.shards))
 	for i, k := range keys {
-		owner[i] = st.ring.Locate(k)
+		owner[i] = v.live.Locate(k)
 		count[owner[i]]++
 	}
-	slot := make([]int, len(st.shards)) // shard -> index in groups
+	slot := make([]int, len(v.shards)) // shard -> index in groups
 	var groups []Group
 	for shard, n := range count {
 		if n > 0 {
@@ -158,30 +262,83 @@ func (s *Sharded[C]) GroupKeys(keys []string) []Group {
 	return groups
 }
 
-// Label names shard i for messages, as `shard 1 "b" (10.0.0.2:6379)`.
-func (s *Sharded[C]) Label(i int) string {
-	sh := s.state.Load().shards[i]
-	return label(i, sh.Name, sh.Addr)
+// indexOf returns the index of the shard with the given identity, or -1.
+func (v *View[C]) indexOf(id string) int {
+	for i, sh := range v.shards {
+		if identity(i, sh) == id {
+			return i
+		}
+	}
+	return -1
 }
+
+// The methods below read the current View once each: for a single lookup.
+// A command that makes several lookups uses one View (Acquire).
+
+// Ring returns the ring of the live shards.
+func (s *Sharded[C]) Ring() *ring.Ring { return s.view.Load().live }
+
+// Locate returns the index of the live shard that owns key.
+func (s *Sharded[C]) Locate(key string) int { return s.view.Load().Locate(key) }
+
+// GetShard returns the client of the live shard that owns key.
+func (s *Sharded[C]) GetShard(key string) C {
+	v := s.view.Load()
+	return v.shards[v.live.Locate(key)].Client
+}
+
+// GetShardInfo returns the index, name and weight of the live shard that
+// owns key.
+func (s *Sharded[C]) GetShardInfo(key string) Info {
+	v := s.view.Load()
+	i := v.live.Locate(key)
+	return Info{Index: i, Name: v.shards[i].Name, Weight: v.shards[i].Weight}
+}
+
+// Shard returns shard i. It panics if i is out of range, like a slice index.
+func (s *Sharded[C]) Shard(i int) Shard[C] { return s.view.Load().shards[i] }
+
+// Len returns the number of shards.
+func (s *Sharded[C]) Len() int { return len(s.view.Load().shards) }
+
+// AllShards returns a copy of the shard list, in order.
+func (s *Sharded[C]) AllShards() []Shard[C] {
+	return append([]Shard[C](nil), s.view.Load().shards...)
+}
+
+// GroupKeys splits keys by owning shard, as View.GroupKeys.
+func (s *Sharded[C]) GroupKeys(keys []string) []Group { return s.view.Load().GroupKeys(keys) }
+
+// Label names shard i for messages, as `shard 1 "b" (10.0.0.2:6379)`.
+func (s *Sharded[C]) Label(i int) string { return s.view.Load().Label(i) }
 
 // Err wraps err, a failure of shard i, in a *ShardError naming the shard.
 // It returns nil for a nil err.
-func (s *Sharded[C]) Err(i int, err error) error {
-	if err == nil {
+func (s *Sharded[C]) Err(i int, err error) error { return s.view.Load().Err(i, err) }
+
+// Close stops the health goroutines and timers, then closes every shard
+// whose client implements io.Closer, and returns their errors joined
+// (errors.Join), each naming its shard. Clients of views that SetShards
+// retired are closed as their commands end.
+func (s *Sharded[C]) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
 		return nil
 	}
-	sh := s.state.Load().shards[i]
-	return &ShardError{Index: i, Name: sh.Name, Addr: sh.Addr, Err: err}
-}
-
-// Close closes every shard whose client implements io.Closer, and returns
-// their errors joined (errors.Join), each naming its shard.
-func (s *Sharded[C]) Close() error {
+	s.closed = true
+	close(s.stop)
+	v := s.view.Load()
+	for _, h := range v.health {
+		h.stopTimer()
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
 	var errs []error
-	for i, sh := range s.state.Load().shards {
+	for i, sh := range v.shards {
 		if c, ok := any(sh.Client).(io.Closer); ok {
 			if err := c.Close(); err != nil {
-				errs = append(errs, s.Err(i, fmt.Errorf("close: %w", err)))
+				errs = append(errs, v.Err(i, fmt.Errorf("close: %w", err)))
 			}
 		}
 	}

@@ -1,0 +1,300 @@
+package shardedclient
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/shardedcache/shardedcache/ring"
+)
+
+// Mode is what happens to the keys of a shard that keeps failing.
+type Mode uint8
+
+const (
+	// FailureMode (the default, memcached's "failure"): nothing moves. A
+	// dead shard's keys fail (or miss) until it returns; the other shards
+	// are untouched.
+	FailureMode Mode = iota
+	// EjectMode (twemproxy's auto_eject_hosts, memcached's "failover"): after
+	// FailureLimit consecutive failures the shard is ejected and its keys
+	// go where the ring's preset sends them (ring.Ring.Eject: the Jedis ring
+	// gives each to the next node clockwise); after RetryTimeout it is
+	// probed and rejoins. Keys written elsewhere meanwhile are not copied
+	// back: once it rejoins, the shard serves its old values again (stale
+	// reads) unless OnRejoin clears it.
+	EjectMode
+)
+
+// Defaults of Health, twemproxy's.
+const (
+	DefaultFailureLimit = 2
+	DefaultRetryTimeout = 30 * time.Second
+	DefaultProbeTimeout = time.Second
+)
+
+// Health is the policy for failing shards.
+type Health[C any] struct {
+	Mode Mode
+	// FailureLimit is the number of consecutive failures (transport errors
+	// reported by the backend, or failed probes) that eject a shard in
+	// EjectMode; 0 means DefaultFailureLimit.
+	FailureLimit int
+	// RetryTimeout is how long an ejected shard stays out before it is
+	// probed (with Probe, when set) and rejoins; 0 means DefaultRetryTimeout.
+	RetryTimeout time.Duration
+	// ProbeInterval, when > 0, probes every live shard at that interval with
+	// Probe, so that a dead shard is found without waiting for traffic.
+	ProbeInterval time.Duration
+	// Probe checks a shard (redis: PING; memcache: a version or no-op
+	// command). Required with ProbeInterval; when set, an ejected shard
+	// rejoins only after a successful probe.
+	Probe func(ctx context.Context, client C) error
+	// ProbeTimeout bounds one probe; 0 means DefaultProbeTimeout.
+	ProbeTimeout time.Duration
+	// OnRejoin, when set, runs before an ejected shard rejoins (memcache:
+	// flush the stale values it kept); an error keeps it ejected for
+	// another RetryTimeout.
+	OnRejoin func(ctx context.Context, client C) error
+	// OnEvent, when set, is called for every failure, ejection and rejoin,
+	// from the goroutine that saw it: it must not block.
+	OnEvent func(Event)
+}
+
+func (h *Health[C]) normalize() error {
+	switch {
+	case h.Mode > EjectMode:
+		return fmt.Errorf("shardedclient: unknown mode %d", h.Mode)
+	case h.FailureLimit < 0:
+		return fmt.Errorf("shardedclient: failure limit %d is negative", h.FailureLimit)
+	case h.RetryTimeout < 0 || h.ProbeInterval < 0 || h.ProbeTimeout < 0:
+		return errors.New("shardedclient: negative retry timeout, probe interval or probe timeout")
+	case h.ProbeInterval > 0 && h.Probe == nil:
+		return errors.New("shardedclient: a probe interval needs a Probe")
+	}
+	if h.FailureLimit == 0 {
+		h.FailureLimit = DefaultFailureLimit
+	}
+	if h.RetryTimeout == 0 {
+		h.RetryTimeout = DefaultRetryTimeout
+	}
+	if h.ProbeTimeout == 0 {
+		h.ProbeTimeout = DefaultProbeTimeout
+	}
+	return nil
+}
+
+// EventKind says what happened to a shard.
+type EventKind uint8
+
+const (
+	// EventFailure: a command or probe failed with a transport error.
+	EventFailure EventKind = iota
+	// EventEjected: the shard was ejected (EjectMode).
+	EventEjected
+	// EventRejoined: the shard rejoined after its retry timeout.
+	EventRejoined
+)
+
+func (k EventKind) String() string {
+	switch k {
+	case EventEjected:
+		return "ejected"
+	case EventRejoined:
+		return "rejoined"
+	}
+	return "failure"
+}
+
+// Event reports a change of a shard's health.
+type Event struct {
+	Kind  EventKind
+	Shard int    // index in the shard list at the time
+	Name  string // the shard's name, possibly empty
+	Addr  string // the shard's address, possibly empty
+	Err   error  // the failure (EventFailure, EventEjected)
+	Time  time.Time
+}
+
+// ShardStats are one shard's counters since it joined the shard list.
+type ShardStats struct {
+	Name, Addr string
+	Requests   uint64 // commands and probes reported
+	Errors     uint64 // of which failed with a transport error
+	Ejections  uint64 // times ejected
+	Ejected    bool   // ejected now
+}
+
+// shardHealth is the health record of one shard; SetShards carries it over
+// to a new view when the shard keeps its identity.
+type shardHealth struct {
+	requests, errors, ejections atomic.Uint64
+	consecutive                 atomic.Int64
+	ejected                     atomic.Bool
+
+	mu    sync.Mutex
+	timer *time.Timer // the pending retry of an ejected shard
+}
+
+func (h *shardHealth) stopTimer() {
+	h.mu.Lock()
+	if h.timer != nil {
+		h.timer.Stop()
+		h.timer = nil
+	}
+	h.mu.Unlock()
+}
+
+// Report records the outcome of a command on shard i: err is nil, or the
+// transport error (refused connection, timeout, closed client) that the
+// backend got; the server's own reply errors are successes here, and so
+// is a context the caller canceled. In EjectMode, the FailureLimit-th
+// consecutive failure ejects the shard, unless it is the last live one.
+func (v *View[C]) Report(i int, err error) {
+	h := v.health[i]
+	h.requests.Add(1)
+	if err == nil || errors.Is(err, context.Canceled) {
+		h.consecutive.Store(0)
+		return
+	}
+	h.errors.Add(1)
+	n := h.consecutive.Add(1)
+	s := v.parent
+	s.event(v, EventFailure, i, err)
+	if s.health.Mode == EjectMode && n >= int64(s.health.FailureLimit) && !h.ejected.Load() {
+		s.eject(h, err)
+	}
+}
+
+func (s *Sharded[C]) event(v *View[C], kind EventKind, i int, err error) {
+	if s.health.OnEvent != nil {
+		sh := v.shards[i]
+		s.health.OnEvent(Event{Kind: kind, Shard: i, Name: sh.Name, Addr: sh.Addr, Err: err, Time: time.Now()})
+	}
+}
+
+// eject takes the shard of health record h out of the live ring and
+// schedules its retry.
+func (s *Sharded[C]) eject(h *shardHealth, cause error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cur := s.view.Load()
+	i := cur.indexOfHealth(h)
+	if s.closed || i < 0 || h.ejected.Load() {
+		return
+	}
+	live, err := cur.live.Eject(i)
+	if err != nil {
+		return // the last live shard stays: its keys fail instead
+	}
+	h.ejected.Store(true)
+	h.ejections.Add(1)
+	s.swap(cur.with(live), false)
+	s.event(cur, EventEjected, i, cause)
+	s.scheduleRetry(h)
+}
+
+// scheduleRetry arms h's retry timer; s.mu is held.
+func (s *Sharded[C]) scheduleRetry(h *shardHealth) {
+	h.mu.Lock()
+	h.timer = time.AfterFunc(s.health.RetryTimeout, func() { s.retry(h) })
+	h.mu.Unlock()
+}
+
+// retry probes an ejected shard and lets it rejoin, or waits another
+// RetryTimeout.
+func (s *Sharded[C]) retry(h *shardHealth) {
+	cur := s.view.Load()
+	i := cur.indexOfHealth(h)
+	if i < 0 || !h.ejected.Load() {
+		return
+	}
+	client := cur.shards[i].Client
+	err := s.probe(client, s.health.Probe)
+	if err == nil {
+		err = s.probe(client, s.health.OnRejoin)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return
+	}
+	cur = s.view.Load()
+	if i = cur.indexOfHealth(h); i < 0 {
+		return
+	}
+	if err != nil {
+		s.event(cur, EventFailure, i, err)
+		s.scheduleRetry(h)
+		return
+	}
+	live, rerr := cur.live.Rejoin(i)
+	if rerr != nil {
+		s.scheduleRetry(h)
+		return
+	}
+	h.ejected.Store(false)
+	h.consecutive.Store(0)
+	s.swap(cur.with(live), false)
+	s.event(cur, EventRejoined, i, nil)
+}
+
+// probe runs f (a probe or the rejoin hook) on client within ProbeTimeout;
+// a nil f succeeds.
+func (s *Sharded[C]) probe(client C, f func(context.Context, C) error) error {
+	if f == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), s.health.ProbeTimeout)
+	defer cancel()
+	return f(ctx, client)
+}
+
+// probeLoop probes every live shard each ProbeInterval until Close.
+func (s *Sharded[C]) probeLoop() {
+	defer s.wg.Done()
+	t := time.NewTicker(s.health.ProbeInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+		}
+		v := s.Acquire()
+		for i := range v.shards {
+			if !v.health[i].ejected.Load() {
+				v.Report(i, s.probe(v.shards[i].Client, s.health.Probe))
+			}
+		}
+		v.Release()
+	}
+}
+
+// with returns a view of v's shards with another live ring.
+func (v *View[C]) with(live *ring.Ring) *View[C] {
+	return &View[C]{parent: v.parent, shards: v.shards, full: v.full, live: live, health: v.health, drained: make(chan struct{})}
+}
+
+func (v *View[C]) indexOfHealth(h *shardHealth) int {
+	for i, x := range v.health {
+		if x == h {
+			return i
+		}
+	}
+	return -1
+}
+
+// Stats returns every shard's counters, in shard order.
+func (s *Sharded[C]) Stats() []ShardStats {
+	v := s.view.Load()
+	out := make([]ShardStats, len(v.shards))
+	for i, h := range v.health {
+		out[i] = ShardStats{Name: v.shards[i].Name, Addr: v.shards[i].Addr,
+			Requests: h.requests.Load(), Errors: h.errors.Load(), Ejections: h.ejections.Load(), Ejected: h.ejected.Load()}
+	}
+	return out
+}

@@ -1,0 +1,79 @@
+package shardedclient
+
+import (
+	"errors"
+	"io"
+	"reflect"
+)
+
+// ErrClosed is returned by SetShards after Close.
+var ErrClosed = errors.New("shardedclient: closed")
+
+// SetShards replaces the shard list at run time: add, remove, re-weight, or
+// change the client of a shard. A shard keeps its ring identity (its name,
+// else its address, else its position), its counters and its ejection when
+// it stays in the list, so only the keys of shards added, removed or
+// re-weighted move. The swap is atomic: every command runs entirely on the
+// old list or the new one. Clients that the new list no longer holds are
+// closed once the commands using them have ended. It fails, changing
+// nothing, on the errors of New.
+func (s *Sharded[C]) SetShards(shards []Shard[C]) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return ErrClosed
+	}
+	cur := s.view.Load()
+	v, err := s.newView(shards, cur)
+	if err != nil {
+		return err
+	}
+	for _, h := range cur.health {
+		if v.indexOfHealth(h) < 0 {
+			h.stopTimer()
+		}
+	}
+	s.swap(v, true)
+	return nil
+}
+
+// swap makes v the current view and retires the old one. With closeOld,
+// the old view's clients that v does not hold are closed once the old
+// view's commands have ended. s.mu is held.
+func (s *Sharded[C]) swap(v *View[C], closeOld bool) {
+	old := s.view.Swap(v)
+	old.retire()
+	if !closeOld {
+		return
+	}
+	var stale []io.Closer
+	for _, sh := range old.shards {
+		if c, ok := any(sh.Client).(io.Closer); ok && !v.holds(sh.Client) {
+			stale = append(stale, c)
+		}
+	}
+	if len(stale) == 0 {
+		return
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		<-old.drained
+		for _, c := range stale {
+			_ = c.Close()
+		}
+	}()
+}
+
+// holds reports whether one of v's shards has client c.
+func (v *View[C]) holds(c C) bool {
+	if !reflect.ValueOf(any(c)).Comparable() {
+		return false
+	}
+	for _, sh := range v.shards {
+		if reflect.ValueOf(any(sh.Client)).Comparable() && any(sh.Client) == any(c) {
+			return true
+		}
+	}
+	return false
+}
