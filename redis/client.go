@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"sync"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -27,16 +28,30 @@ type ShardOptions struct {
 	// Options are the shard's full go-redis options (pool size, timeouts,
 	// password, DB, TLS, ...); optional.
 	Options *goredis.Options
+	// Failover makes the shard a Sentinel-managed master/replica group
+	// (redis.NewFailoverClient): a dead master is replaced by promotion
+	// inside the shard, and no key moves to another shard. Exclusive with
+	// Addr and Options. The shard's address in errors and ketama labels is
+	// "sentinel:<MasterName>".
+	Failover *goredis.FailoverOptions
 }
+
+// Health is the policy for failing shards: FailureMode (default) or
+// EjectMode, failure limit, retry timeout, probes, events. Its Probe
+// defaults to PING.
+type Health = shardedclient.Health[*goredis.Client]
 
 // ShardedOptions configures NewShardedClient.
 type ShardedOptions struct {
 	// Shards lists the shards in ring order; at least one.
 	Shards []ShardOptions
 	// RingOptions set placement: ring.WithKeyTags, ring.WithHash,
-	// ring.WithReplicas, ring.WithJedisLegacyNames. The default is Jedis's
-	// ShardedJedis placement.
+	// ring.WithReplicas, ring.WithJedisLegacyNames, or another peer's
+	// preset (ring.WithGoRedisRing, ring.WithTwemproxy, ...). The default
+	// is Jedis's ShardedJedis placement.
 	RingOptions []ring.Option
+	// Health says what happens when a shard fails (see Health).
+	Health Health
 }
 
 // Shard is one shard of a ShardedClient: a go-redis client and its place on
@@ -70,38 +85,89 @@ type cmdable = goredis.Cmdable
 
 // NewShardedClient connects (lazily, as go-redis does) to every shard of opt.
 // It returns an error naming the shard for a missing or unparseable address,
-// and the errors of ring.New (no shards, negative weight, duplicate name).
+// and the errors of ring.New (no shards, negative weight, duplicate name)
+// and of the health policy.
 func NewShardedClient(opt *ShardedOptions) (*ShardedClient, error) {
 	if opt == nil || len(opt.Shards) == 0 {
 		return nil, errors.New("shardedcache: no shards")
 	}
-	shards := make([]Shard, 0, len(opt.Shards))
-	closeAll := func() {
-		for _, s := range shards {
-			_ = s.Client.Close()
-		}
-	}
-	for i, so := range opt.Shards {
-		o := &goredis.Options{}
-		if so.Options != nil {
-			copied := *so.Options
-			o = &copied
-		}
-		if so.Addr != "" {
-			o.Addr = so.Addr
-		}
-		if err := checkAddr(o); err != nil {
-			closeAll()
-			return nil, fmt.Errorf("shardedcache: shard %d (%q): %w", i, so.Name, err)
-		}
-		shards = append(shards, Shard{Name: so.Name, Weight: so.Weight, Addr: o.Addr, Client: goredis.NewClient(o)})
-	}
-	c, err := NewShardedClientFromClients(shards, opt.RingOptions...)
+	shards, err := newShards(opt.Shards, nil)
 	if err != nil {
-		closeAll()
+		return nil, err
+	}
+	c, err := newShardedClient(shards, opt.Health, opt.RingOptions)
+	if err != nil {
+		closeClients(shards, nil)
 		return nil, err
 	}
 	return c, nil
+}
+
+// newShards builds the client of every shard, taking it from reuse when a
+// shard there has the same name and address (SetShards).
+func newShards(opts []ShardOptions, reuse []Shard) ([]Shard, error) {
+	shards := make([]Shard, 0, len(opts))
+	for i, so := range opts {
+		sh, err := newShard(so, reuse)
+		if err != nil {
+			closeClients(shards, reuse)
+			return nil, fmt.Errorf("shardedcache: shard %d (%q): %w", i, so.Name, err)
+		}
+		shards = append(shards, sh)
+	}
+	return shards, nil
+}
+
+func newShard(so ShardOptions, reuse []Shard) (Shard, error) {
+	if so.Failover != nil {
+		if so.Addr != "" || so.Options != nil {
+			return Shard{}, errors.New("give either Failover or Addr and Options")
+		}
+		if so.Failover.MasterName == "" || len(so.Failover.SentinelAddrs) == 0 {
+			return Shard{}, errors.New("Failover needs a MasterName and SentinelAddrs")
+		}
+		addr := "sentinel:" + so.Failover.MasterName
+		if c := reused(reuse, so.Name, addr); c != nil {
+			return Shard{Name: so.Name, Weight: so.Weight, Addr: addr, Client: c}, nil
+		}
+		fo := *so.Failover
+		return Shard{Name: so.Name, Weight: so.Weight, Addr: addr, Client: goredis.NewFailoverClient(&fo)}, nil
+	}
+	o := &goredis.Options{}
+	if so.Options != nil {
+		copied := *so.Options
+		o = &copied
+	}
+	if so.Addr != "" {
+		o.Addr = so.Addr
+	}
+	if err := checkAddr(o); err != nil {
+		return Shard{}, err
+	}
+	if c := reused(reuse, so.Name, o.Addr); c != nil {
+		return Shard{Name: so.Name, Weight: so.Weight, Addr: o.Addr, Client: c}, nil
+	}
+	return Shard{Name: so.Name, Weight: so.Weight, Addr: o.Addr, Client: goredis.NewClient(o)}, nil
+}
+
+// reused returns the client of the shard in reuse with that name and
+// address, or nil.
+func reused(reuse []Shard, name, addr string) *goredis.Client {
+	for _, sh := range reuse {
+		if sh.Name == name && sh.Addr == addr {
+			return sh.Client
+		}
+	}
+	return nil
+}
+
+// closeClients closes the clients of shards that keep does not hold.
+func closeClients(shards, keep []Shard) {
+	for _, sh := range shards {
+		if !slices.ContainsFunc(keep, func(k Shard) bool { return k.Client == sh.Client }) {
+			_ = sh.Client.Close()
+		}
+	}
 }
 
 func checkAddr(o *goredis.Options) error {
@@ -118,8 +184,9 @@ func checkAddr(o *goredis.Options) error {
 }
 
 // NewShardedClientFromClients builds a ShardedClient over existing clients,
-// one per shard, in ring order. Shard.Addr defaults to the client's address.
-// The ShardedClient takes them over: Close closes them.
+// one per shard, in ring order, with the default health policy. Shard.Addr
+// defaults to the client's address. The ShardedClient takes them over:
+// Close closes them.
 func NewShardedClientFromClients(shards []Shard, opts ...ring.Option) (*ShardedClient, error) {
 	shards = append([]Shard(nil), shards...)
 	for i := range shards {
@@ -127,7 +194,14 @@ func NewShardedClientFromClients(shards []Shard, opts ...ring.Option) (*ShardedC
 			shards[i].Addr = shards[i].Client.Options().Addr
 		}
 	}
-	s, err := shardedclient.New(shards, opts...)
+	return newShardedClient(shards, Health{}, opts)
+}
+
+func newShardedClient(shards []Shard, h Health, opts []ring.Option) (*ShardedClient, error) {
+	if h.Probe == nil && (h.ProbeInterval > 0 || h.Mode == shardedclient.EjectMode) {
+		h.Probe = func(ctx context.Context, c *goredis.Client) error { return c.Ping(ctx).Err() }
+	}
+	s, err := shardedclient.NewWithHealth(shards, h, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("shardedcache: %w", err)
 	}
@@ -138,6 +212,32 @@ func NewShardedClientFromClients(shards []Shard, opts ...ring.Option) (*ShardedC
 	c.cmdable = c.router
 	return c, nil
 }
+
+// SetShards replaces the shard list at run time (add, remove, re-weight,
+// change a shard's address under the same name): atomic, with minimal key
+// movement (shards are known by name, else address). A shard with the same
+// name and address keeps its client; the clients of shards that leave or
+// change address are closed once the commands using them have ended. On
+// error nothing changes.
+func (c *ShardedClient) SetShards(opts []ShardOptions) error {
+	if len(opts) == 0 {
+		return errors.New("shardedcache: no shards")
+	}
+	cur := c.shards.AllShards()
+	shards, err := newShards(opts, cur)
+	if err != nil {
+		return err
+	}
+	if err := c.shards.SetShards(shards); err != nil {
+		closeClients(shards, cur)
+		return fmt.Errorf("shardedcache: %w", err)
+	}
+	return nil
+}
+
+// Stats returns every shard's counters: requests, transport errors,
+// ejections, and whether it is ejected now.
+func (c *ShardedClient) Stats() []shardedclient.ShardStats { return c.shards.Stats() }
 
 // newRouter returns a go-redis client that connects only through dial.
 func newRouter(dial func(context.Context, string, string) (net.Conn, error)) *goredis.Client {
