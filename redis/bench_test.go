@@ -94,7 +94,7 @@ func BenchmarkRoute(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		v := c.shards.Acquire()
-		_, _, err := route(v, cmd)
+		_, err := route(v, cmd)
 		v.Release()
 		if err != nil {
 			b.Fatal(err)

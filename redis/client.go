@@ -73,6 +73,10 @@ type ShardedClient struct {
 	shards *shardedclient.Sharded[*goredis.Client]
 	router *goredis.Client // its hook runs every command on the shards
 	pubsub *goredis.Client // no hook: its connections are pub/sub fan-ins
+
+	// moveLocks serialize, per stripe of keys, moving a key to its new
+	// owner during resharding with the commands that use it.
+	moveLocks [moveStripes]sync.Mutex
 }
 
 // errRouterDial is what a go-redis code path that bypasses the router's
@@ -295,8 +299,13 @@ func (c *ShardedClient) Watch(ctx context.Context, fn func(*goredis.Tx) error, k
 	if ks.shard == manyShard {
 		return crossShard(v, "watch", ks.all)
 	}
+	unlock, err := c.settle(ctx, v, ks.moved)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	var fnErr error
-	err := v.Client(ks.shard).Watch(ctx, func(tx *goredis.Tx) error {
+	err = v.Client(ks.shard).Watch(ctx, func(tx *goredis.Tx) error {
 		tx.AddHook(guard{v: v, shard: ks.shard})
 		fnErr = fn(tx)
 		return fnErr

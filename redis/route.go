@@ -93,28 +93,37 @@ func keysOf(v *view, cmd goredis.Cmder) (*commands.Info, keyShards, error) {
 	return info, ks, ks.err
 }
 
-// route returns the shard that cmd runs on, or fanOut with the command's
-// table entry when it runs on several shards.
-func route(v *view, cmd goredis.Cmder) (int, *commands.Info, error) {
+// routing is where a command runs: its shard, or fanOut with the command's
+// table entry when it runs on several shards; and, during resharding, its
+// keys that must first reach their new owner.
+type routing struct {
+	shard int
+	info  *commands.Info
+	moved []movedKey
+}
+
+// route finds where cmd runs.
+func route(v *view, cmd goredis.Cmder) (routing, error) {
 	info, ks, err := keysOf(v, cmd)
+	r := routing{shard: ks.shard, info: info, moved: ks.moved}
 	switch {
 	case err != nil:
-		return 0, nil, err
+		return routing{}, err
 	case ks.shard >= 0:
-		return ks.shard, info, nil
-	case ks.shard == noKeys && info.Request == commands.AllShards:
-		return fanOutOf(info, cmd)
+		return r, nil
+	case ks.shard == noKeys && info.Request == commands.AllShards,
+		ks.shard == manyShard && info.Request == commands.MultiShard:
+		r.shard = fanOut
+		return r, fanOutOf(info, cmd)
 	case ks.shard == noKeys:
-		return 0, nil, &UnsupportedError{Command: info.Name, Reason: "a command without keys has no shard"}
-	case info.Request == commands.MultiShard: // keys on several shards
-		return fanOutOf(info, cmd)
+		return routing{}, &UnsupportedError{Command: info.Name, Reason: "a command without keys has no shard"}
 	}
-	return 0, nil, crossShard(v, info.Name, ks.all)
+	return routing{}, crossShard(v, info.Name, ks.all)
 }
 
 // fanOutOf accepts a command that runs on several shards when its replies
 // can be merged into the command's go-redis type; otherwise nothing is sent.
-func fanOutOf(info *commands.Info, cmd goredis.Cmder) (int, *commands.Info, error) {
+func fanOutOf(info *commands.Info, cmd goredis.Cmder) error {
 	var ok bool
 	switch cmd.(type) {
 	case *goredis.Cmd:
@@ -128,9 +137,9 @@ func fanOutOf(info *commands.Info, cmd goredis.Cmder) (int, *commands.Info, erro
 		ok = info.Response == commands.Default
 	}
 	if !ok {
-		return 0, nil, &UnsupportedError{Command: info.Name, Reason: fmt.Sprintf("replies from several shards cannot be merged into a %T", cmd)}
+		return &UnsupportedError{Command: info.Name, Reason: fmt.Sprintf("replies from several shards cannot be merged into a %T", cmd)}
 	}
-	return fanOut, info, nil
+	return nil
 }
 
 // Values of keyShards.shard besides a shard index.
@@ -148,7 +157,8 @@ type keyShards struct {
 	name  string
 	args  []any
 	shard int
-	all   []int // the shards involved, once more than one is
+	all   []int      // the shards involved, once more than one is
+	moved []movedKey // during resharding: keys not known to be on their new owner
 	err   error
 }
 
@@ -158,7 +168,15 @@ func (k *keyShards) add(pos int) {
 		k.err = &UnsupportedError{Command: k.name, Reason: fmt.Sprintf("key argument %d has type %T", pos, k.args[pos])}
 		return
 	}
-	k.addShard(k.v.Locate(key))
+	if !k.v.Moving() {
+		k.addShard(k.v.Locate(key))
+		return
+	}
+	from, to, moved := k.v.Moved(key)
+	if moved {
+		k.moved = append(k.moved, movedKey{key: key, from: from, to: to})
+	}
+	k.addShard(to)
 }
 
 func (k *keyShards) addShard(s int) {
@@ -231,14 +249,19 @@ func (c *ShardedClient) process(ctx context.Context, cmd goredis.Cmder) error {
 			return randomKey(ctx, v, cmd)
 		}
 	}
-	shard, info, err := route(v, cmd)
+	r, err := route(v, cmd)
 	if err != nil {
 		return err
 	}
-	if shard >= 0 {
-		return finish(v, shard, v.Client(shard).Process(ctx, cmd))
+	unlock, err := c.settle(ctx, v, r.moved)
+	if err != nil {
+		return err
 	}
-	f, err := split(ctx, v, cmd, info)
+	defer unlock()
+	if r.shard >= 0 {
+		return finish(v, r.shard, v.Client(r.shard).Process(ctx, cmd))
+	}
+	f, err := split(ctx, v, cmd, r.info)
 	if err != nil {
 		return err
 	}
@@ -256,15 +279,17 @@ func (c *ShardedClient) processPipeline(ctx context.Context, cmds []goredis.Cmde
 	defer v.Release()
 	groups := make([][]goredis.Cmder, v.Len())
 	var fans []*fanout
+	var moved []movedKey
 	for _, cmd := range cmds {
-		shard, info, err := route(v, cmd)
+		r, err := route(v, cmd)
+		moved = append(moved, r.moved...)
 		switch {
 		case err != nil:
 			cmd.SetErr(err)
-		case shard >= 0:
-			groups[shard] = append(groups[shard], cmd)
+		case r.shard >= 0:
+			groups[r.shard] = append(groups[r.shard], cmd)
 		default:
-			f, err := split(ctx, v, cmd, info)
+			f, err := split(ctx, v, cmd, r.info)
 			if err != nil {
 				cmd.SetErr(err)
 				continue
@@ -273,6 +298,11 @@ func (c *ShardedClient) processPipeline(ctx context.Context, cmds []goredis.Cmde
 			fans = append(fans, f)
 		}
 	}
+	unlock, err := c.settle(ctx, v, moved)
+	if err != nil {
+		return setErrs(cmds, err)
+	}
+	defer unlock()
 	execGroups(ctx, v, groups)
 	for _, f := range fans {
 		_ = f.merge()
@@ -287,19 +317,26 @@ func (c *ShardedClient) processTx(ctx context.Context, cmds []goredis.Cmder) err
 	defer v.Release()
 	inner := cmds[1 : len(cmds)-1]
 	acc := keyShards{shard: noKeys}
+	var moved []movedKey
 	for _, cmd := range inner {
-		s, info, err := route(v, cmd)
-		if err == nil && s == fanOut {
-			err = &UnsupportedError{Command: info.Name, Reason: "it runs on several shards, so not in a transaction"}
+		r, err := route(v, cmd)
+		if err == nil && r.shard == fanOut {
+			err = &UnsupportedError{Command: r.info.Name, Reason: "it runs on several shards, so not in a transaction"}
 		}
 		if err != nil {
 			return setErrs(inner, err)
 		}
-		acc.addShard(s)
+		acc.addShard(r.shard)
+		moved = append(moved, r.moved...)
 	}
 	if acc.shard == manyShard {
 		return setErrs(inner, crossShard(v, "multi", acc.all))
 	}
+	unlock, err := c.settle(ctx, v, moved)
+	if err != nil {
+		return setErrs(inner, err)
+	}
+	defer unlock()
 	pipe := v.Client(acc.shard).TxPipeline()
 	for _, cmd := range inner {
 		_ = pipe.Process(ctx, cmd)

@@ -276,7 +276,8 @@ func (s *Sharded[C]) probeLoop() {
 
 // with returns a view of v's shards with another live ring.
 func (v *View[C]) with(live *ring.Ring) *View[C] {
-	return &View[C]{parent: v.parent, shards: v.shards, full: v.full, live: live, health: v.health, drained: make(chan struct{})}
+	return &View[C]{parent: v.parent, shards: v.shards, full: v.full, live: live, health: v.health,
+		prev: v.prev, prevIdx: v.prevIdx, drained: make(chan struct{})}
 }
 
 func (v *View[C]) indexOfHealth(h *shardHealth) int {

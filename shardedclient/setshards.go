@@ -24,6 +24,9 @@ func (s *Sharded[C]) SetShards(shards []Shard[C]) error {
 		return ErrClosed
 	}
 	cur := s.view.Load()
+	if cur.prev != nil {
+		return ErrMoveInProgress
+	}
 	v, err := s.newView(shards, cur)
 	if err != nil {
 		return err

@@ -167,6 +167,12 @@ type View[C any] struct {
 	live   *ring.Ring // ejected shards own nothing; == full when none is
 	health []*shardHealth
 
+	// During a move (BeginMove), the ring keys were placed by before it,
+	// and for each of its node indices the index of the same shard in
+	// shards; the shards that the move removes follow the target's shards.
+	prev    *ring.Ring
+	prevIdx []int
+
 	inflight atomic.Int64  // Acquire calls not yet released
 	retired  atomic.Bool   // a newer view has replaced this one
 	drained  chan struct{} // closed once retired and no longer in use

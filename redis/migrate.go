@@ -1,0 +1,190 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+
+	"golang.org/x/sync/errgroup"
+	"golang.org/x/time/rate"
+)
+
+// MigrateOptions configure Migrate.
+type MigrateOptions struct {
+	// BatchSize is the COUNT of each SCAN, and the keys moved per three
+	// round trips; 0 means 100.
+	BatchSize int
+	// Parallelism bounds the source shards scanned at once; 0 means 4.
+	Parallelism int
+	// KeysPerSecond limits the keys scanned per second over all shards;
+	// 0 means no limit.
+	KeysPerSecond float64
+	// Cursors resumes an earlier run: the SCAN cursor of each source shard
+	// (by ShardProgress.Shard) to continue from, as Migration.Cursors
+	// returned it. When Cursors is set, a shard missing from it is done.
+	Cursors map[string]uint64
+	// KeepWindow keeps the resharding window open when the migration
+	// finishes; by default Run ends it (EndResharding).
+	KeepWindow bool
+}
+
+// ShardProgress is the progress of one source shard.
+type ShardProgress struct {
+	Shard   string // the shard's name, else its address
+	Scanned int64  // keys SCAN returned
+	Moved   int64  // keys restored on their new owner and deleted here
+	Skipped int64  // keys that stay here, or that the new owner already had
+	Failed  int64  // keys whose batch failed (they stay here; run again)
+	Cursor  uint64 // the SCAN cursor to resume from
+	Done    bool   // the scan went round
+}
+
+// Migration moves, in the background of a resharding window, every key
+// whose owner changed from its old shard to its new one.
+type Migration struct {
+	c        *ShardedClient
+	opt      MigrateOptions
+	limiter  *rate.Limiter
+	progress []*shardProgress
+}
+
+type shardProgress struct {
+	shard                           string
+	index                           int // in the window's shard list
+	scanned, moved, skipped, failed atomic.Int64
+	cursor                          atomic.Uint64
+	done                            atomic.Bool
+}
+
+// ErrNoResharding is returned by NewMigration outside a resharding window.
+var ErrNoResharding = errors.New("shardedcache: no resharding in progress; call BeginResharding first")
+
+// NewMigration prepares the migration of the resharding in progress: every
+// shard of the old list is a source.
+func (c *ShardedClient) NewMigration(opt MigrateOptions) (*Migration, error) {
+	v := c.shards.Acquire()
+	defer v.Release()
+	prev := v.Previous()
+	if prev == nil {
+		return nil, ErrNoResharding
+	}
+	if opt.BatchSize <= 0 {
+		opt.BatchSize = 100
+	}
+	if opt.Parallelism <= 0 {
+		opt.Parallelism = 4
+	}
+	m := &Migration{c: c, opt: opt, limiter: rate.NewLimiter(rate.Inf, 0)}
+	if opt.KeysPerSecond > 0 {
+		m.limiter = rate.NewLimiter(rate.Limit(opt.KeysPerSecond), opt.BatchSize)
+	}
+	for i := range prev.Len() {
+		idx := v.PreviousIndex(i)
+		sh := v.Shard(idx)
+		p := &shardProgress{shard: sh.Name, index: idx}
+		if p.shard == "" {
+			p.shard = sh.Addr
+		}
+		if cur, ok := opt.Cursors[p.shard]; ok {
+			p.cursor.Store(cur)
+		} else if opt.Cursors != nil {
+			p.done.Store(true)
+		}
+		m.progress = append(m.progress, p)
+	}
+	return m, nil
+}
+
+// Run scans every source shard (Parallelism at a time) and moves each key
+// whose new owner is another shard, BatchSize keys per SCAN page, under the
+// same per-key locks as the client's commands, so that a key written by
+// the application is never overwritten by its older copy. It returns when
+// every shard is done, or ctx ends (ctx's error; run again, or with
+// Cursors, to resume). Running it again after it finished moves nothing.
+// Unless KeepWindow, a complete run ends the resharding window.
+func (m *Migration) Run(ctx context.Context) error {
+	g, ctx := errgroup.WithContext(ctx)
+	g.SetLimit(m.opt.Parallelism)
+	for _, p := range m.progress {
+		if !p.done.Load() {
+			g.Go(func() error { return m.runShard(ctx, p) })
+		}
+	}
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	if !m.opt.KeepWindow {
+		return m.c.EndResharding()
+	}
+	return nil
+}
+
+func (m *Migration) runShard(ctx context.Context, p *shardProgress) error {
+	for {
+		if err := m.limiter.WaitN(ctx, min(m.opt.BatchSize, max(m.limiter.Burst(), 1))); err != nil {
+			return err
+		}
+		v := m.c.shards.Acquire()
+		if !v.Moving() {
+			v.Release()
+			return ErrNoResharding
+		}
+		cursor := p.cursor.Load()
+		keys, next, err := v.Client(p.index).Scan(ctx, cursor, "", int64(m.opt.BatchSize)).Result()
+		if err != nil {
+			v.Release()
+			return fmt.Errorf("shardedcache: migrate: %w", v.Err(p.index, err))
+		}
+		p.scanned.Add(int64(len(keys)))
+		var moved []movedKey
+		for _, k := range keys {
+			if to := v.Locate(k); to != p.index {
+				moved = append(moved, movedKey{key: k, from: p.index, to: to})
+			} else {
+				p.skipped.Add(1)
+			}
+		}
+		if len(moved) > 0 {
+			unlock := m.c.lockStripes(moved)
+			counts, err := moveKeys(ctx, v, moved)
+			unlock()
+			p.moved.Add(int64(counts.moved))
+			p.skipped.Add(int64(counts.skipped))
+			if err != nil {
+				p.failed.Add(int64(len(moved) - counts.moved - counts.skipped))
+				v.Release()
+				return fmt.Errorf("shardedcache: migrate: %w", err)
+			}
+		}
+		v.Release()
+		p.cursor.Store(next)
+		if next == 0 {
+			p.done.Store(true)
+			return nil
+		}
+	}
+}
+
+// Progress returns each source shard's progress; safe to call while Run
+// runs.
+func (m *Migration) Progress() []ShardProgress {
+	out := make([]ShardProgress, len(m.progress))
+	for i, p := range m.progress {
+		out[i] = ShardProgress{Shard: p.shard, Scanned: p.scanned.Load(), Moved: p.moved.Load(),
+			Skipped: p.skipped.Load(), Failed: p.failed.Load(), Cursor: p.cursor.Load(), Done: p.done.Load()}
+	}
+	return out
+}
+
+// Cursors returns the cursor of every source shard not yet done, for
+// MigrateOptions.Cursors of a later run.
+func (m *Migration) Cursors() map[string]uint64 {
+	out := map[string]uint64{}
+	for _, p := range m.progress {
+		if !p.done.Load() {
+			out[p.shard] = p.cursor.Load()
+		}
+	}
+	return out
+}
