@@ -1,4 +1,115 @@
-// Package memcache will be the gomemcache backend of shardedcache: a
-// consistent-hash memcache.ServerSelector and a sharded client over several
-// gomemcache clients. It holds no code yet; see the project's issue tracker.
+// Package memcache is the gomemcache backend of shardedcache
+// (github.com/bradfitz/gomemcache): it spreads keys over several memcached
+// servers on a consistent-hash ring, so that adding or removing a server
+// moves only the keys that must move. It offers two things:
+//
+//   - Selector, a gomemcache memcache.ServerSelector: memcache.NewFromSelector
+//     of it is a plain *memcache.Client whose keys are placed by the ring
+//     instead of by gomemcache's crc32 % N;
+//   - ShardedClient, one gomemcache client per server behind the method set of
+//     *memcache.Client (Get, Set, GetMulti, ...), with per-shard errors,
+//     per-shard settings and context-taking variants of every call.
+//
+// Code written against *memcache.Client switches by changing its
+// constructor:
+//
+//	mc, err := memcache.NewShardedClient(&memcache.ShardedOptions{
+//		Shards: []memcache.ShardOptions{{Addr: "10.0.0.1:11211"}, {Addr: "10.0.0.2:11211"}},
+//	})
+//	mc.Set(&gomemcache.Item{Key: "user:42", Value: []byte("ada")}) // on the shard that owns "user:42"
+//
+// # Where a call goes
+//
+//   - Get, GetAndTouch, Set, Add, Replace, Append, Prepend, CompareAndSwap,
+//     Delete, Touch, Increment and Decrement run on the one shard that owns
+//     the key (item.Key for the storage calls), one request, one reply.
+//   - GetMulti splits its keys by shard and sends one multi-get ("gets k1
+//     k2 ...") to each shard that owns some of them, in parallel. It returns
+//     every hit it got; if some shards failed, the error is a
+//     *MultiShardError listing each failed shard as a
+//     *shardedclient.ShardError, and the map holds the other shards' hits.
+//   - DeleteAll, FlushAll (both flush_all) and Ping (version) reach every
+//     shard of the list, ejected ones included, in parallel, and return a
+//     *MultiShardError naming each shard that failed; the others did their
+//     part. gomemcache's own DeleteAll
+//     reaches only the server of the empty key, and its FlushAll and Ping
+//     stop at the first failing server.
+//   - Close closes every shard client's idle connections.
+//
+// A key that memcached refuses (longer than 250 bytes, or containing a
+// space, a control character or DEL) gives memcache.ErrMalformedKey before
+// anything is sent, for every call; gomemcache's storage calls connect first.
+//
+// # Errors
+//
+// memcached's answers are returned as gomemcache returns them:
+// memcache.ErrCacheMiss, ErrNotStored and ErrCASConflict unchanged (so
+// err == memcache.ErrCacheMiss keeps working), and a CLIENT_ERROR or
+// SERVER_ERROR reply (Increment of a value that is not a number, say) as
+// gomemcache's own error. A failure to reach a shard or to keep talking to
+// it (refused or reset connection, timeout, end of stream) is a
+// *shardedclient.ShardError that names the shard (index, name, address)
+// and wraps gomemcache's error; the other shards' connections are not
+// touched. The calls that reach several shards return a *MultiShardError
+// that lists each shard that failed, whatever the cause, as a
+// *shardedclient.ShardError; a write to several shards (DeleteAll,
+// FlushAll) that fails on one was still applied on the others.
+//
+// # Failing shards and changing the shard list
+//
+// Each call reports its shard's transport failures to the shard's health
+// (ShardedOptions.Health, Stats). In FailureMode, the default, as
+// libmemcached and gomemcache, a dead shard's keys fail until it returns and
+// nothing moves. In EjectMode, as twemproxy's auto_eject_hosts, a shard
+// that fails FailureLimit times in a row is taken off the ring and its keys
+// go to the others (where the placement puts them; on the Jedis ring, to the
+// next node clockwise) until, after RetryTimeout, it answers a version
+// probe; it is flushed before it takes its keys back, so that it does not
+// serve values overwritten elsewhere meanwhile. SetShards changes the shard
+// list at run time, moving only the keys of the shards added or removed;
+// each call runs on one shard list, old or new, from start to end.
+//
+// # Contexts
+//
+// Every call but Close has a Context variant (GetContext, SetContext,
+// GetMultiContext, ...). gomemcache takes no context, so the call runs in a
+// goroutine of its own and the variant returns ctx.Err() as soon as ctx
+// ends; the request itself goes on until it completes or the shard's socket
+// timeout (ShardOptions.Timeout) expires, and a write abandoned this way may
+// still be applied. For GetMulti, DeleteAll, FlushAll and Ping, the shards
+// that had not answered count as failed with ctx.Err() as cause, and the
+// answers of the others are kept. A context that is already done sends
+// nothing; with context.Background() the call runs in the caller's
+// goroutine, as the variants without a context do. A shard's health counts
+// the outcome of the request itself, not the caller's context.
+//
+// # Placement
+//
+// Keys are placed by package ring, checked key for key against the peers'
+// own vectors:
+//
+//   - by default, Jedis's ShardedJedis ring (MurmurHash64A, 160 virtual
+//     nodes per unit of weight), the same placement as this module's Redis
+//     backend: name the servers (Server.Name, ShardOptions.Name) so that
+//     the list can be reordered; an unnamed server is known by its position;
+//   - ring.WithKetama: libketama as libmemcached 1.1.4 does it with
+//     MEMCACHED_BEHAVIOR_KETAMA_WEIGHTED, which is also PHP memcached's
+//     Memcached::OPT_LIBKETAMA_COMPATIBLE and twemproxy's "distribution:
+//     ketama, hash: md5". An unnamed server is labelled by its address,
+//     "host" for port 11211 and "host:port" otherwise, exactly as given
+//     (a host name is not replaced by its IP), so a Go service shares a
+//     pool with those clients when it lists the servers as they do;
+//   - ring.WithKetamaSpymemcached: spymemcached's KetamaNodeLocator (2.5 and
+//     later), whose labels keep ":11211";
+//   - ring.WithGomemcache: gomemcache's own ServerList, crc32(key) % N, key
+//     for key (weights ignored), for a service that must keep the placement
+//     of memcache.New while it moves to the sharded client.
+//
+// gomemcache's ServerList is not consistent hashing: going from 3 servers
+// to 4 moves about three keys in four, and the order of the list decides
+// everything. On a ring, adding a fourth server moves about a quarter of the
+// keys, all of them to the new server (ring.Compare gives the exact share
+// before the change), and removing a named server moves only its own keys.
+// Switching a running cache from memcache.New to a ring starts it mostly
+// cold: only about one key in N stays on its server.
 package memcache

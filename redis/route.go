@@ -349,26 +349,38 @@ func (c *ShardedClient) processTx(ctx context.Context, cmds []goredis.Cmder) err
 // execGroups runs groups[i] on shard i, the shards in parallel: one command
 // alone, several as a pipeline.
 func execGroups(ctx context.Context, v *view, groups [][]goredis.Cmder) {
+	busy := 0
+	for _, g := range groups {
+		if len(g) > 0 {
+			busy++
+		}
+	}
 	var wg sync.WaitGroup
 	for i, g := range groups {
-		if len(g) == 0 {
-			continue
+		switch {
+		case len(g) == 0:
+		case busy == 1: // one shard: no goroutine needed
+			execGroup(ctx, v, i, g)
+		default:
+			wg.Go(func() { execGroup(ctx, v, i, g) })
 		}
-		wg.Go(func() {
-			client := v.Client(i)
-			if len(g) == 1 {
-				_ = client.Process(ctx, g[0])
-			} else {
-				pipe := client.Pipeline()
-				for _, cmd := range g {
-					_ = pipe.Process(ctx, cmd)
-				}
-				_, _ = pipe.Exec(ctx)
-			}
-			finishGroup(v, i, g)
-		})
 	}
 	wg.Wait()
+}
+
+// execGroup runs g on shard i: one command alone, several as a pipeline.
+func execGroup(ctx context.Context, v *view, i int, g []goredis.Cmder) {
+	client := v.Client(i)
+	if len(g) == 1 {
+		_ = client.Process(ctx, g[0])
+	} else {
+		pipe := client.Pipeline()
+		for _, cmd := range g {
+			_ = pipe.Process(ctx, cmd)
+		}
+		_, _ = pipe.Exec(ctx)
+	}
+	finishGroup(v, i, g)
 }
 
 // finishGroup reports one round trip of shard i to its health (its first

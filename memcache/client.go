@@ -1,0 +1,210 @@
+package memcache
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"slices"
+	"time"
+
+	"github.com/bradfitz/gomemcache/memcache"
+
+	"github.com/shardedcache/shardedcache/ring"
+	"github.com/shardedcache/shardedcache/shardedclient"
+)
+
+// ShardOptions configures one shard: one memcached server.
+type ShardOptions struct {
+	// Name identifies the shard on the ring; optional. Named shards keep
+	// their keys when the shard list is reordered (see package ring).
+	Name string
+	// Weight scales the shard's share of keys; 0 means 1.
+	Weight int
+	// Addr is the server's "host:port", or a unix socket path (an address
+	// containing "/"), resolved once by NewShardedClient and SetShards.
+	Addr string
+	// Timeout is the shard client's socket read/write (and dial) timeout;
+	// 0 means gomemcache's DefaultTimeout (500 ms). Negative is an error.
+	Timeout time.Duration
+	// MaxIdleConns is the number of idle connections kept to the server;
+	// 0 (or less) means gomemcache's DefaultMaxIdleConns (2). Set it above
+	// the expected number of concurrent calls on the shard.
+	MaxIdleConns int
+	// DialContext, when set, opens the shard's connections (TLS, a proxy,
+	// a test double), as gomemcache's Client.DialContext; optional.
+	DialContext func(ctx context.Context, network, address string) (net.Conn, error)
+}
+
+// ShardedOptions configures NewShardedClient.
+type ShardedOptions struct {
+	// Shards lists the shards in ring order; at least one.
+	Shards []ShardOptions
+	// RingOptions set placement. The default is Jedis's placement;
+	// ring.WithKetama gives libmemcached's ketama (also PHP memcached's
+	// OPT_LIBKETAMA_COMPATIBLE and twemproxy's ketama/md5),
+	// ring.WithKetamaSpymemcached spymemcached's, ring.WithGomemcache
+	// gomemcache's ServerList (crc32 % N); package ring has the other
+	// peers' presets. ring.WithKeyTags places tagged keys by their tag.
+	RingOptions []ring.Option
+	// Health says what happens when a shard fails (see Health); the
+	// default, FailureMode, moves no key.
+	Health Health
+}
+
+// Health is the policy for failing shards (see shardedclient.Health):
+// FailureMode (the default: a dead shard's keys fail until it returns) or
+// EjectMode (after FailureLimit consecutive transport failures its keys go
+// to the other shards until it answers again), retry timeout, probes,
+// events. Here Probe defaults to Ping (memcached's version command), and in
+// EjectMode OnRejoin defaults to flushing the shard before it takes its
+// keys back, so that it does not serve values that were overwritten
+// elsewhere while it was out; set OnRejoin to keep them.
+type Health = shardedclient.Health[*memcache.Client]
+
+// Shard is one shard of a ShardedClient: a gomemcache client and its place
+// on the ring.
+type Shard = shardedclient.Shard[*memcache.Client]
+
+// ShardedClient is a memcached client over several servers, one gomemcache
+// *memcache.Client per server. Its methods are those of *memcache.Client,
+// with the same signatures and semantics; each single-key call runs on the
+// shard that owns its key, and the calls that concern the whole cache reach
+// every shard (see the package documentation). Every call but Close has a
+// Context variant. It is safe for concurrent use.
+type ShardedClient struct {
+	shards *shardedclient.Sharded[*memcache.Client]
+}
+
+// NewShardedClient builds a ShardedClient with one gomemcache client per
+// shard of opt, each with its own Timeout, MaxIdleConns and DialContext. It
+// resolves the addresses and connects to nothing (gomemcache connects on
+// first use). It returns an error wrapping memcache.ErrNoServers when there
+// is no shard, an error naming the shard for a missing or unresolvable
+// address, an address listed twice, or a negative timeout, and the errors
+// of ring.New (negative weight, duplicate name) and of the health policy.
+func NewShardedClient(opt *ShardedOptions) (*ShardedClient, error) {
+	if opt == nil || len(opt.Shards) == 0 {
+		return nil, fmt.Errorf("shardedcache: %w", memcache.ErrNoServers)
+	}
+	shards, err := newShards(opt.Shards, nil)
+	if err != nil {
+		return nil, err
+	}
+	return newShardedClient(shards, opt.Health, opt.RingOptions)
+}
+
+// newShards builds the shards of opts, taking the client of a shard in
+// reuse that has the same name, address and client settings.
+func newShards(opts []ShardOptions, reuse []Shard) ([]Shard, error) {
+	shards := make([]Shard, len(opts))
+	seen := make(map[addr]int, len(opts))
+	for i, so := range opts {
+		a, err := resolve(so.Addr)
+		if err == nil && so.Timeout < 0 {
+			err = fmt.Errorf("timeout %v is negative", so.Timeout)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("shardedcache: shard %d (%q): %w", i, so.Name, err)
+		}
+		if j, dup := seen[*a]; dup {
+			return nil, fmt.Errorf("shardedcache: shards %d and %d have the same address %s", j, i, a)
+		}
+		seen[*a] = i
+		shards[i] = Shard{Name: so.Name, Weight: so.Weight, Addr: so.Addr, Client: reused(reuse, so)}
+		if shards[i].Client == nil {
+			client := memcache.NewFromSelector(oneServer{a})
+			client.Timeout, client.MaxIdleConns, client.DialContext = so.Timeout, so.MaxIdleConns, so.DialContext
+			shards[i].Client = client
+		}
+	}
+	return shards, nil
+}
+
+// reused returns the client of the shard in reuse that so describes (same
+// name, address and settings, no DialContext), or nil.
+func reused(reuse []Shard, so ShardOptions) *memcache.Client {
+	for _, sh := range reuse {
+		c := sh.Client
+		if sh.Name == so.Name && sh.Addr == so.Addr && c.Timeout == so.Timeout &&
+			c.MaxIdleConns == so.MaxIdleConns && c.DialContext == nil && so.DialContext == nil {
+			return c
+		}
+	}
+	return nil
+}
+
+// NewShardedClientFromClients builds a ShardedClient over existing clients,
+// one per shard, in ring order, with the default health policy; each
+// client should talk to one server (its own selector decides where its
+// calls go). Set Shard.Addr: gomemcache does not tell a client's address,
+// errors name the shard by it, and the ketama presets label an unnamed
+// shard by it. The ShardedClient takes the clients over: Close closes them.
+// It returns an error wrapping memcache.ErrNoServers for an empty list, an
+// error naming the shard for a nil client, and the errors of ring.New.
+func NewShardedClientFromClients(shards []Shard, opts ...ring.Option) (*ShardedClient, error) {
+	if len(shards) == 0 {
+		return nil, fmt.Errorf("shardedcache: %w", memcache.ErrNoServers)
+	}
+	return newShardedClient(slices.Clone(shards), Health{}, opts)
+}
+
+func newShardedClient(shards []Shard, h Health, opts []ring.Option) (*ShardedClient, error) {
+	if h.Probe == nil && (h.ProbeInterval > 0 || h.Mode == shardedclient.EjectMode) {
+		h.Probe = func(ctx context.Context, m *memcache.Client) error { return runErr(ctx, m.Ping) }
+	}
+	if h.OnRejoin == nil && h.Mode == shardedclient.EjectMode {
+		h.OnRejoin = func(ctx context.Context, m *memcache.Client) error { return runErr(ctx, m.FlushAll) }
+	}
+	s, err := shardedclient.NewWithHealth(shards, h, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("shardedcache: %w", err)
+	}
+	return &ShardedClient{shards: s}, nil
+}
+
+// SetShards replaces the shard list at run time (add, remove, re-weight,
+// move a shard to another address under the same name): atomically, each
+// call running wholly on the old list or the new one, and with minimal key
+// movement (a shard keeps its place on the ring when it keeps its name,
+// else its address). A shard with the same name, address and settings keeps
+// its client and its health record; the clients of shards that leave are
+// closed once the calls using them have ended. On error (those of
+// NewShardedClient) nothing changes.
+func (c *ShardedClient) SetShards(opts []ShardOptions) error {
+	if len(opts) == 0 {
+		return fmt.Errorf("shardedcache: %w", memcache.ErrNoServers)
+	}
+	shards, err := newShards(opts, c.shards.AllShards())
+	if err != nil {
+		return err
+	}
+	if err := c.shards.SetShards(shards); err != nil {
+		return fmt.Errorf("shardedcache: %w", err)
+	}
+	return nil
+}
+
+// Stats returns every shard's counters, in shard order: calls, transport
+// failures, ejections, and whether it is ejected now.
+func (c *ShardedClient) Stats() []shardedclient.ShardStats { return c.shards.Stats() }
+
+// GetShard returns the client of the shard that owns key.
+func (c *ShardedClient) GetShard(key string) *memcache.Client { return c.shards.GetShard(key) }
+
+// GetShardInfo returns the index, name and weight of the shard that owns key.
+func (c *ShardedClient) GetShardInfo(key string) shardedclient.Info {
+	return c.shards.GetShardInfo(key)
+}
+
+// Shards returns the shards in ring order.
+func (c *ShardedClient) Shards() []Shard { return c.shards.AllShards() }
+
+// Ring returns the ring that places keys: that of the live shards, without
+// the ejected ones (see Health).
+func (c *ShardedClient) Ring() *ring.Ring { return c.shards.Ring() }
+
+// Close stops the health probes and retries, closes every shard client's
+// idle connections, and returns the errors joined, each a
+// *shardedclient.ShardError naming its shard. Calls made afterwards still
+// reconnect, as with gomemcache, but SetShards fails and health stops.
+func (c *ShardedClient) Close() error { return c.shards.Close() }

@@ -1,0 +1,368 @@
+package memcache
+
+import (
+	"context"
+	"maps"
+	"sync"
+	"sync/atomic"
+
+	"github.com/bradfitz/gomemcache/memcache"
+
+	"github.com/shardedcache/shardedcache/shardedclient"
+)
+
+// Every method of *memcache.Client, with its signature, on the shard(s)
+// that the package documentation names. Each method without a context
+// calls its Context variant with context.Background(), which runs the call
+// in the caller's goroutine.
+//
+// Every single-key call sends one request to the shard that owns its key
+// and returns: memcache.ErrMalformedKey, sending nothing, for a key
+// memcached refuses; memcached's answer as gomemcache returns it
+// (ErrCacheMiss, ErrNotStored, ErrCASConflict unchanged); or, when the
+// shard cannot be reached or its connection breaks, a
+// *shardedclient.ShardError naming the shard.
+
+// Get gets the item for key from the shard that owns it. It returns
+// memcache.ErrCacheMiss for a miss and memcache.ErrMalformedKey, sending
+// nothing, for a key memcached refuses.
+func (c *ShardedClient) Get(key string) (*memcache.Item, error) {
+	return c.GetContext(context.Background(), key)
+}
+
+// GetContext is Get, returning ctx.Err() if ctx ends first.
+func (c *ShardedClient) GetContext(ctx context.Context, key string) (*memcache.Item, error) {
+	return onKey(ctx, c, key, func(m *memcache.Client) (*memcache.Item, error) { return m.Get(key) })
+}
+
+// GetAndTouch gets the item for key and sets its expiration (memcached's
+// gat), on the shard that owns key.
+func (c *ShardedClient) GetAndTouch(key string, expiration int32) (*memcache.Item, error) {
+	return c.GetAndTouchContext(context.Background(), key, expiration)
+}
+
+// GetAndTouchContext is GetAndTouch, returning ctx.Err() if ctx ends first.
+func (c *ShardedClient) GetAndTouchContext(ctx context.Context, key string, expiration int32) (*memcache.Item, error) {
+	return onKey(ctx, c, key, func(m *memcache.Client) (*memcache.Item, error) { return m.GetAndTouch(key, expiration) })
+}
+
+// Set writes item, unconditionally, on the shard that owns item.Key.
+func (c *ShardedClient) Set(item *memcache.Item) error {
+	return c.SetContext(context.Background(), item)
+}
+
+// SetContext is Set, returning ctx.Err() if ctx ends first.
+func (c *ShardedClient) SetContext(ctx context.Context, item *memcache.Item) error {
+	return onItem(ctx, c, item, (*memcache.Client).Set)
+}
+
+// Add writes item if its key holds no value; memcache.ErrNotStored if it does.
+func (c *ShardedClient) Add(item *memcache.Item) error {
+	return c.AddContext(context.Background(), item)
+}
+
+// AddContext is Add, returning ctx.Err() if ctx ends first.
+func (c *ShardedClient) AddContext(ctx context.Context, item *memcache.Item) error {
+	return onItem(ctx, c, item, (*memcache.Client).Add)
+}
+
+// Replace writes item if its key holds a value; memcache.ErrNotStored if not.
+func (c *ShardedClient) Replace(item *memcache.Item) error {
+	return c.ReplaceContext(context.Background(), item)
+}
+
+// ReplaceContext is Replace, returning ctx.Err() if ctx ends first.
+func (c *ShardedClient) ReplaceContext(ctx context.Context, item *memcache.Item) error {
+	return onItem(ctx, c, item, (*memcache.Client).Replace)
+}
+
+// Append appends item's value to the value of its key, if there is one;
+// memcache.ErrNotStored if not.
+func (c *ShardedClient) Append(item *memcache.Item) error {
+	return c.AppendContext(context.Background(), item)
+}
+
+// AppendContext is Append, returning ctx.Err() if ctx ends first.
+func (c *ShardedClient) AppendContext(ctx context.Context, item *memcache.Item) error {
+	return onItem(ctx, c, item, (*memcache.Client).Append)
+}
+
+// Prepend prepends item's value to the value of its key, if there is one;
+// memcache.ErrNotStored if not.
+func (c *ShardedClient) Prepend(item *memcache.Item) error {
+	return c.PrependContext(context.Background(), item)
+}
+
+// PrependContext is Prepend, returning ctx.Err() if ctx ends first.
+func (c *ShardedClient) PrependContext(ctx context.Context, item *memcache.Item) error {
+	return onItem(ctx, c, item, (*memcache.Client).Prepend)
+}
+
+// CompareAndSwap writes item, got earlier by Get, if its value was not
+// changed meanwhile: memcache.ErrCASConflict if it was, and the server's
+// answer (memcache.ErrNotStored or memcache.ErrCacheMiss) if it was evicted.
+func (c *ShardedClient) CompareAndSwap(item *memcache.Item) error {
+	return c.CompareAndSwapContext(context.Background(), item)
+}
+
+// CompareAndSwapContext is CompareAndSwap, returning ctx.Err() if ctx ends
+// first.
+func (c *ShardedClient) CompareAndSwapContext(ctx context.Context, item *memcache.Item) error {
+	return onItem(ctx, c, item, (*memcache.Client).CompareAndSwap)
+}
+
+// Delete deletes key; memcache.ErrCacheMiss if it held nothing.
+func (c *ShardedClient) Delete(key string) error {
+	return c.DeleteContext(context.Background(), key)
+}
+
+// DeleteContext is Delete, returning ctx.Err() if ctx ends first.
+func (c *ShardedClient) DeleteContext(ctx context.Context, key string) error {
+	return onKeyErr(ctx, c, key, func(m *memcache.Client) error { return m.Delete(key) })
+}
+
+// Touch sets the expiration of key (seconds from now, or a Unix time);
+// memcache.ErrCacheMiss if it holds nothing.
+func (c *ShardedClient) Touch(key string, seconds int32) error {
+	return c.TouchContext(context.Background(), key, seconds)
+}
+
+// TouchContext is Touch, returning ctx.Err() if ctx ends first.
+func (c *ShardedClient) TouchContext(ctx context.Context, key string, seconds int32) error {
+	return onKeyErr(ctx, c, key, func(m *memcache.Client) error { return m.Touch(key, seconds) })
+}
+
+// Increment adds delta to the decimal value of key and returns the new
+// value (wrapping at 2^64); memcache.ErrCacheMiss if key holds nothing.
+func (c *ShardedClient) Increment(key string, delta uint64) (uint64, error) {
+	return c.IncrementContext(context.Background(), key, delta)
+}
+
+// IncrementContext is Increment, returning ctx.Err() if ctx ends first.
+func (c *ShardedClient) IncrementContext(ctx context.Context, key string, delta uint64) (uint64, error) {
+	return onKey(ctx, c, key, func(m *memcache.Client) (uint64, error) { return m.Increment(key, delta) })
+}
+
+// Decrement subtracts delta from the decimal value of key, stopping at 0,
+// and returns the new value; memcache.ErrCacheMiss if key holds nothing.
+func (c *ShardedClient) Decrement(key string, delta uint64) (uint64, error) {
+	return c.DecrementContext(context.Background(), key, delta)
+}
+
+// DecrementContext is Decrement, returning ctx.Err() if ctx ends first.
+func (c *ShardedClient) DecrementContext(ctx context.Context, key string, delta uint64) (uint64, error) {
+	return onKey(ctx, c, key, func(m *memcache.Client) (uint64, error) { return m.Decrement(key, delta) })
+}
+
+// GetMulti gets many keys: it splits them by shard and asks the shards in
+// parallel, one multi-get each. The map holds every hit it got, including
+// those of shards that failed part way, and never a miss. If some shards
+// failed, the error is a *MultiShardError naming each of them (Op
+// "GetMulti"), and the map still holds the other shards' hits. If a key is
+// malformed, it returns nil and memcache.ErrMalformedKey, sending nothing.
+func (c *ShardedClient) GetMulti(keys []string) (map[string]*memcache.Item, error) {
+	return c.GetMultiContext(context.Background(), keys)
+}
+
+// GetMultiContext is GetMulti. If ctx is done before the call, it returns
+// nil and ctx.Err(), sending nothing; the shards that have not answered when
+// ctx ends count as failed, each with ctx.Err() as cause (so
+// errors.Is(err, context.Canceled) holds), and the hits of the others are
+// returned.
+func (c *ShardedClient) GetMultiContext(ctx context.Context, keys []string) (map[string]*memcache.Item, error) {
+	for _, k := range keys {
+		if !legalKey(k) {
+			return nil, memcache.ErrMalformedKey
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	v := c.shards.Acquire()
+	groups := v.GroupKeys(keys)
+	shards := make([]int, len(groups))
+	for j, g := range groups {
+		shards[j] = g.Shard
+	}
+	parts, err := fanOut(ctx, v, "GetMulti", shards, func(j int, m *memcache.Client) (map[string]*memcache.Item, error) {
+		return m.GetMulti(groups[j].Keys)
+	})
+	items := make(map[string]*memcache.Item, len(keys))
+	for _, p := range parts {
+		maps.Copy(items, p)
+	}
+	return items, err
+}
+
+// DeleteAll deletes every item of every shard (flush_all on each, in
+// parallel). If some shards failed, it returns a *MultiShardError (Op
+// "DeleteAll") naming each; the others were flushed.
+func (c *ShardedClient) DeleteAll() error { return c.DeleteAllContext(context.Background()) }
+
+// DeleteAllContext is DeleteAll; the shards that have not answered when ctx
+// ends count as failed, with ctx.Err() as cause.
+func (c *ShardedClient) DeleteAllContext(ctx context.Context) error {
+	return c.onEveryShard(ctx, "DeleteAll", (*memcache.Client).DeleteAll)
+}
+
+// FlushAll flushes every shard (flush_all on each, in parallel). If some
+// shards failed, it returns a *MultiShardError (Op "FlushAll") naming each;
+// the others were flushed.
+func (c *ShardedClient) FlushAll() error { return c.FlushAllContext(context.Background()) }
+
+// FlushAllContext is FlushAll; the shards that have not answered when ctx
+// ends count as failed, with ctx.Err() as cause.
+func (c *ShardedClient) FlushAllContext(ctx context.Context) error {
+	return c.onEveryShard(ctx, "FlushAll", (*memcache.Client).FlushAll)
+}
+
+// Ping checks that every shard answers (memcached's version command, on
+// each in parallel). If some do not, it returns a *MultiShardError (Op
+// "Ping") naming each.
+func (c *ShardedClient) Ping() error { return c.PingContext(context.Background()) }
+
+// PingContext is Ping; the shards that have not answered when ctx ends
+// count as failed, with ctx.Err() as cause.
+func (c *ShardedClient) PingContext(ctx context.Context) error {
+	return c.onEveryShard(ctx, "Ping", (*memcache.Client).Ping)
+}
+
+// view is the snapshot of the shards that one call runs on.
+type view = shardedclient.View[*memcache.Client]
+
+// onKey runs op with the client of the shard that owns key: first
+// memcache.ErrMalformedKey, with nothing sent, for a key memcached refuses;
+// then ctx.Err() if ctx is done or ends before op returns; else op's result,
+// its error passed through finish. The call runs on one View, released when
+// op returns (also when ctx ended first).
+func onKey[T any](ctx context.Context, c *ShardedClient, key string, op func(*memcache.Client) (T, error)) (T, error) {
+	var zero T
+	if !legalKey(key) {
+		return zero, memcache.ErrMalformedKey
+	}
+	if err := ctx.Err(); err != nil {
+		return zero, err
+	}
+	v := c.shards.Acquire()
+	i := v.Locate(key)
+	return withContext(ctx, func() (T, error) {
+		defer v.Release()
+		r, err := op(v.Client(i))
+		return r, finish(v, i, err)
+	})
+}
+
+// onKeyErr is onKey for calls that return only an error.
+func onKeyErr(ctx context.Context, c *ShardedClient, key string, op func(*memcache.Client) error) error {
+	_, err := onKey(ctx, c, key, func(m *memcache.Client) (struct{}, error) { return struct{}{}, op(m) })
+	return err
+}
+
+// onItem is onKeyErr for the storage calls, keyed by item.Key.
+func onItem(ctx context.Context, c *ShardedClient, item *memcache.Item, op func(*memcache.Client, *memcache.Item) error) error {
+	return onKeyErr(ctx, c, item.Key, func(m *memcache.Client) error { return op(m, item) })
+}
+
+// onEveryShard runs op on every shard, in parallel.
+func (c *ShardedClient) onEveryShard(ctx context.Context, name string, op func(*memcache.Client) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	v := c.shards.Acquire()
+	shards := make([]int, v.Len())
+	for i := range shards {
+		shards[i] = i
+	}
+	_, err := fanOut(ctx, v, name, shards, func(_ int, m *memcache.Client) (struct{}, error) { return struct{}{}, op(m) })
+	return err
+}
+
+// fanOut runs call(j, client of shards[j]) for every j, in parallel, on the
+// acquired view v, which it releases once every call has returned (also
+// those that ctx abandoned). It returns the results in order and, if some
+// failed, a *MultiShardError; a shard that has not answered when ctx ends
+// fails with ctx.Err().
+func fanOut[T any](ctx context.Context, v *view, name string, shards []int, call func(j int, m *memcache.Client) (T, error)) ([]T, error) {
+	results := make([]T, len(shards))
+	errs := make([]error, len(shards))
+	var pending atomic.Int32
+	if pending.Add(int32(len(shards))) == 0 {
+		v.Release()
+	}
+	one := func(j int) {
+		i := shards[j]
+		results[j], errs[j] = withContext(ctx, func() (T, error) {
+			defer func() {
+				if pending.Add(-1) == 0 {
+					v.Release()
+				}
+			}()
+			r, err := call(j, v.Client(i))
+			v.Report(i, transport(err))
+			return r, err
+		})
+	}
+	if len(shards) == 1 {
+		one(0) // no goroutine for one shard
+	} else {
+		var wg sync.WaitGroup
+		for j := range shards {
+			wg.Go(func() { one(j) })
+		}
+		wg.Wait()
+	}
+	return results, multiErr(v, name, shards, errs)
+}
+
+// withContext runs fn and returns its result, or ctx.Err() if ctx is done
+// first. gomemcache takes no context, so fn runs in a goroutine of its own,
+// which ends when fn returns: at the latest when the shard client's socket
+// timeout expires. When ctx can never end (context.Background()), fn runs
+// in the caller's goroutine. fn always runs, whatever ctx.
+func withContext[T any](ctx context.Context, fn func() (T, error)) (T, error) {
+	done := ctx.Done()
+	if done == nil {
+		return fn()
+	}
+	type result struct {
+		v   T
+		err error
+	}
+	ch := make(chan result, 1) // buffered: fn's goroutine never waits for a reader
+	go func() {
+		v, err := fn()
+		ch <- result{v, err}
+	}()
+	select {
+	case r := <-ch:
+		return r.v, r.err
+	case <-done:
+		select {
+		case r := <-ch: // fn finished too: its result is the truth
+			return r.v, r.err
+		default:
+			var zero T
+			return zero, ctx.Err()
+		}
+	}
+}
+
+// runErr runs fn under ctx (see withContext).
+func runErr(ctx context.Context, fn func() error) error {
+	_, err := withContext(ctx, func() (struct{}, error) { return struct{}{}, fn() })
+	return err
+}
+
+// legalKey reports whether memcached accepts key: at most 250 bytes, none of
+// them a space, a control character or DEL (gomemcache's rule).
+func legalKey(key string) bool {
+	if len(key) > 250 {
+		return false
+	}
+	for i := 0; i < len(key); i++ {
+		if key[i] <= ' ' || key[i] == 0x7f {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,200 @@
+package memcache
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"sync/atomic"
+
+	"github.com/bradfitz/gomemcache/memcache"
+
+	"github.com/shardedcache/shardedcache/ring"
+)
+
+// Server is one memcached server of a Selector.
+type Server struct {
+	// Name identifies the server on the ring; optional. A named server
+	// keeps its keys when the list is reordered or a server before it is
+	// removed (see package ring). With ring.WithKetama the name is the
+	// server's ketama label; an unnamed server is labelled by its Addr.
+	Name string
+	// Weight scales the server's share of keys; 0 means 1, negative is an
+	// error.
+	Weight int
+	// Addr is the server's "host:port", or the path of a unix socket: an
+	// address that contains "/" is a unix socket, as in gomemcache's
+	// ServerList. Host names are resolved once, when the list is set.
+	Addr string
+}
+
+// Selector is a gomemcache memcache.ServerSelector that places keys on a
+// consistent-hash ring (package ring) instead of gomemcache's crc32 % N:
+// memcache.NewFromSelector(sel) gives a plain *memcache.Client whose keys
+// keep their server when servers are added or removed, except the keys the
+// change must move.
+//
+// The zero Selector has no servers: PickServer returns memcache.ErrNoServers
+// and Each calls nothing, until SetServers succeeds. A Selector is safe for
+// concurrent use; PickServer takes no lock and allocates nothing.
+type Selector struct {
+	opts  []ring.Option // set by NewSelector, read-only afterwards
+	state atomic.Pointer[selectorState]
+}
+
+// selectorState is one immutable server list: SetServers replaces it whole.
+type selectorState struct {
+	servers []Server   // as given, weight 0 given as 1
+	addrs   []net.Addr // addrs[i] is servers[i]'s resolved address
+	ring    *ring.Ring // node i is servers[i]
+}
+
+var _ memcache.ServerSelector = (*Selector)(nil)
+
+// NewSelector returns a Selector over servers, in ring order, placed with
+// opts (the default is Jedis's placement; ring.WithKetama gives libmemcached's
+// ketama, ring.WithKetamaSpymemcached spymemcached's, ring.WithGomemcache
+// gomemcache's ServerList). It resolves every
+// address once and connects to nothing. It returns an error wrapping
+// memcache.ErrNoServers for an empty list, an error naming the server for a
+// missing or unresolvable address or an address listed twice, and the errors
+// of ring.New (negative weight, duplicate name or ketama label).
+func NewSelector(servers []Server, opts ...ring.Option) (*Selector, error) {
+	s := &Selector{opts: append([]ring.Option(nil), opts...)}
+	if err := s.SetServers(servers); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// SetServers replaces the server list, atomically: a PickServer running
+// meanwhile sees the old list or the new one, whole. The new ring is built
+// with the Selector's ring options. On a consistent ring (the default and
+// the ketama presets; not the modulo ones such as ring.WithGomemcache) a
+// server keeps its keys when it keeps its identity (its name; unnamed, its
+// list position, or with ketama its address), so only the keys of servers
+// added or removed move. On error (the same as NewSelector's) the list is
+// left unchanged. On a zero Selector the ring options are the defaults.
+func (s *Selector) SetServers(servers []Server) error {
+	st, err := newSelectorState(servers, s.opts)
+	if err != nil {
+		return err
+	}
+	s.state.Store(st)
+	return nil
+}
+
+func newSelectorState(servers []Server, opts []ring.Option) (*selectorState, error) {
+	if len(servers) == 0 {
+		return nil, fmt.Errorf("shardedcache: %w", memcache.ErrNoServers)
+	}
+	st := &selectorState{addrs: make([]net.Addr, len(servers))}
+	nodes := make([]ring.Node, len(servers))
+	seen := make(map[addr]int, len(servers))
+	for i, srv := range servers {
+		a, err := resolve(srv.Addr)
+		if err != nil {
+			return nil, fmt.Errorf("shardedcache: server %d (%q): %w", i, srv.Name, err)
+		}
+		if j, dup := seen[*a]; dup {
+			return nil, fmt.Errorf("shardedcache: servers %d and %d have the same address %s", j, i, a)
+		}
+		seen[*a] = i
+		st.addrs[i] = a
+		nodes[i] = ring.Node{Name: srv.Name, Weight: srv.Weight, Addr: srv.Addr}
+	}
+	r, err := ring.New(nodes, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("shardedcache: %w", err)
+	}
+	st.ring = r
+	st.servers = append([]Server(nil), servers...)
+	for i, n := range r.Nodes() {
+		st.servers[i].Weight = n.Weight
+	}
+	return st, nil
+}
+
+// PickServer returns the resolved address of the server that owns key. It
+// hashes any key, as gomemcache's ServerList does: keys that memcached
+// refuses (longer than 250 bytes, with spaces or control characters) are
+// refused by the *memcache.Client, not here. On a Selector with no servers
+// it returns memcache.ErrNoServers.
+func (s *Selector) PickServer(key string) (net.Addr, error) {
+	st := s.state.Load()
+	if st == nil {
+		return nil, memcache.ErrNoServers
+	}
+	return st.addrs[st.ring.Locate(key)], nil
+}
+
+// Each calls f with every server's address, once each, in list order, and
+// stops at the first error, which it returns.
+func (s *Selector) Each(f func(net.Addr) error) error {
+	st := s.state.Load()
+	if st == nil {
+		return nil
+	}
+	for _, a := range st.addrs {
+		if err := f(a); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Servers returns a copy of the server list, in ring order, with weight 0
+// given as 1; nil when there are no servers.
+func (s *Selector) Servers() []Server {
+	st := s.state.Load()
+	if st == nil {
+		return nil
+	}
+	return append([]Server(nil), st.servers...)
+}
+
+// Ring returns the current ring (node i is server i), or nil when there are
+// no servers.
+func (s *Selector) Ring() *ring.Ring {
+	if st := s.state.Load(); st != nil {
+		return st.ring
+	}
+	return nil
+}
+
+// addr is a resolved address with its network and text computed once, so
+// that handing it out (as a *addr in a net.Addr) allocates nothing and
+// gomemcache's connection pool, keyed by String(), sees a stable key.
+type addr struct {
+	network, str string
+}
+
+func (a *addr) Network() string { return a.network }
+func (a *addr) String() string  { return a.str }
+
+// resolve resolves a server address as gomemcache's ServerList.SetServers
+// does: a unix socket when it contains "/", else TCP "host:port".
+func resolve(s string) (*addr, error) {
+	if s == "" {
+		return nil, errors.New("no address")
+	}
+	var a net.Addr
+	var err error
+	if strings.Contains(s, "/") {
+		a, err = net.ResolveUnixAddr("unix", s)
+	} else {
+		a, err = net.ResolveTCPAddr("tcp", s)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("address %q: %w", s, err)
+	}
+	return &addr{network: a.Network(), str: a.String()}, nil
+}
+
+// oneServer is the selector of a shard's own *memcache.Client: the shard's
+// one resolved address, whatever the key.
+type oneServer struct{ addr net.Addr }
+
+func (o oneServer) PickServer(string) (net.Addr, error) { return o.addr, nil }
+
+func (o oneServer) Each(f func(net.Addr) error) error { return f(o.addr) }

@@ -1,0 +1,449 @@
+package memcache_test
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	gomemcache "github.com/bradfitz/gomemcache/memcache"
+	"github.com/daangn/minimemcached"
+
+	"github.com/shardedcache/shardedcache/memcache"
+	"github.com/shardedcache/shardedcache/ring"
+)
+
+// testKeys returns n keys "key:0" ... "key:<n-1>".
+func testKeys(n int) []string {
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = "key:" + strconv.Itoa(i)
+	}
+	return keys
+}
+
+// servers returns n servers 10.0.0.1:11211, 10.0.0.2:11211, ..., named
+// with the given prefix ("" for unnamed).
+func servers(n int, namePrefix string) []memcache.Server {
+	out := make([]memcache.Server, n)
+	for i := range out {
+		out[i].Addr = fmt.Sprintf("10.0.0.%d:11211", i+1)
+		if namePrefix != "" {
+			out[i].Name = namePrefix + strconv.Itoa(i)
+		}
+	}
+	return out
+}
+
+func nodesOf(servers []memcache.Server) []ring.Node {
+	nodes := make([]ring.Node, len(servers))
+	for i, s := range servers {
+		nodes[i] = ring.Node{Name: s.Name, Weight: s.Weight, Addr: s.Addr}
+	}
+	return nodes
+}
+
+func mustSelector(t testing.TB, srvs []memcache.Server, opts ...ring.Option) *memcache.Selector {
+	t.Helper()
+	sel, err := memcache.NewSelector(srvs, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sel
+}
+
+func pick(t testing.TB, sel *memcache.Selector, key string) string {
+	t.Helper()
+	a, err := sel.PickServer(key)
+	if err != nil {
+		t.Fatalf("PickServer(%q): %v", key, err)
+	}
+	return a.String()
+}
+
+// TestMemcacheSelectorPlacementMatchesRing: for 10,000 keys, PickServer returns the
+// address of the server that ring.Locate names, for each layout.
+func TestMemcacheSelectorPlacementMatchesRing(t *testing.T) {
+	weighted := servers(4, "")
+	weighted[1].Weight, weighted[3].Weight = 2, 3
+	for _, tc := range []struct {
+		name    string
+		servers []memcache.Server
+		opts    []ring.Option
+	}{
+		{"jedis/unnamed", servers(3, ""), nil},
+		{"jedis/named-weighted", func() []memcache.Server { s := servers(4, "mc-"); s[2].Weight = 3; return s }(), nil},
+		{"jedis/keytags", servers(5, "mc-"), []ring.Option{ring.WithKeyTags()}},
+		{"ketama/unnamed-weighted", weighted, []ring.Option{ring.WithKetama()}},
+		{"ketama/named", servers(3, "cache"), []ring.Option{ring.WithKetama()}},
+		{"spymemcached/unnamed", servers(4, ""), []ring.Option{ring.WithKetamaSpymemcached()}},
+		{"gomemcache", servers(4, ""), []ring.Option{ring.WithGomemcache()}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sel := mustSelector(t, tc.servers, tc.opts...)
+			r, err := ring.New(nodesOf(tc.servers), tc.opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			counts := make([]int, len(tc.servers))
+			for _, k := range testKeys(10_000) {
+				want := r.Locate(k)
+				if got := pick(t, sel, k); got != tc.servers[want].Addr {
+					t.Fatalf("PickServer(%q) = %s, want server %d %s", k, got, want, tc.servers[want].Addr)
+				}
+				counts[want]++
+			}
+			for i, n := range counts {
+				if n == 0 {
+					t.Errorf("server %d got no key of 10,000: %v", i, counts)
+				}
+			}
+		})
+	}
+}
+
+// TestMemcacheSelectorEach: Each visits every server once, in list order, and stops
+// at the first error.
+func TestMemcacheSelectorEach(t *testing.T) {
+	srvs := servers(5, "")
+	srvs[2].Addr = "/var/run/memcached/mc2.sock"
+	sel := mustSelector(t, srvs)
+	var got []string
+	if err := sel.Each(func(a net.Addr) error { got = append(got, a.Network()+" "+a.String()); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"tcp 10.0.0.1:11211", "tcp 10.0.0.2:11211", "unix /var/run/memcached/mc2.sock", "tcp 10.0.0.4:11211", "tcp 10.0.0.5:11211"}
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("Each visited %q, want %q", got, want)
+	}
+
+	stop := errors.New("stop")
+	calls := 0
+	err := sel.Each(func(a net.Addr) error {
+		calls++
+		if a.String() == "10.0.0.2:11211" {
+			return stop
+		}
+		return nil
+	})
+	if err != stop || calls != 2 {
+		t.Fatalf("Each with an error at server 1: err %v after %d calls, want %v after 2", err, calls, stop)
+	}
+}
+
+// TestMemcacheSelectorSetServersAddMovesOnlyToNewServer: appending a 4th server
+// moves keys only to it, and exactly the keys the new ring gives it.
+func TestMemcacheSelectorSetServersAddMovesOnlyToNewServer(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts []ring.Option
+	}{
+		{"jedis", nil},
+		{"ketama", []ring.Option{ring.WithKetama()}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			four := servers(4, "")
+			sel := mustSelector(t, four[:3], tc.opts...)
+			keys := testKeys(10_000)
+			before := make([]string, len(keys))
+			for i, k := range keys {
+				before[i] = pick(t, sel, k)
+			}
+			if err := sel.SetServers(four); err != nil {
+				t.Fatal(err)
+			}
+			r4, err := ring.New(nodesOf(four), tc.opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			moved, onNew := 0, 0
+			for i, k := range keys {
+				after := pick(t, sel, k)
+				if r4.Locate(k) == 3 {
+					onNew++
+				}
+				if after == before[i] {
+					continue
+				}
+				moved++
+				if after != four[3].Addr {
+					t.Fatalf("key %q moved from %s to %s, not to the new server %s", k, before[i], after, four[3].Addr)
+				}
+			}
+			if moved != onNew {
+				t.Fatalf("%d keys moved, want the %d keys the new ring gives to server 3", moved, onNew)
+			}
+			if moved < 1500 || moved > 3500 {
+				t.Fatalf("%d of 10,000 keys moved to the 4th server, want about a quarter", moved)
+			}
+			t.Logf("%s: %d of 10,000 keys moved, all to the new server", tc.name, moved)
+		})
+	}
+}
+
+// TestMemcacheSelectorSetServersRemoveMovesOnlyItsKeys: removing a server from the
+// middle of the list moves only its keys when the others keep their
+// identity: named servers, or ketama's address labels.
+func TestMemcacheSelectorSetServersRemoveMovesOnlyItsKeys(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		servers []memcache.Server
+		opts    []ring.Option
+	}{
+		{"jedis/named", servers(4, "mc-"), nil},
+		{"ketama/unnamed", servers(4, ""), []ring.Option{ring.WithKetama()}},
+		{"spymemcached/unnamed", servers(4, ""), []ring.Option{ring.WithKetamaSpymemcached()}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sel := mustSelector(t, tc.servers, tc.opts...)
+			removed := tc.servers[1].Addr
+			keys := testKeys(10_000)
+			before := make([]string, len(keys))
+			for i, k := range keys {
+				before[i] = pick(t, sel, k)
+			}
+			rest := append(append([]memcache.Server(nil), tc.servers[:1]...), tc.servers[2:]...)
+			if err := sel.SetServers(rest); err != nil {
+				t.Fatal(err)
+			}
+			moved := 0
+			for i, k := range keys {
+				after := pick(t, sel, k)
+				if before[i] == removed {
+					moved++
+					if after == removed {
+						t.Fatalf("key %q still on the removed server", k)
+					}
+				} else if after != before[i] {
+					t.Fatalf("key %q of a remaining server moved from %s to %s", k, before[i], after)
+				}
+			}
+			if moved == 0 {
+				t.Fatal("the removed server owned no key")
+			}
+		})
+	}
+}
+
+// TestMemcacheSelectorPickServerAllocs: PickServer allocates nothing.
+func TestMemcacheSelectorPickServerAllocs(t *testing.T) {
+	for _, opts := range [][]ring.Option{nil, {ring.WithKetama()}, {ring.WithKeyTags()}, {ring.WithGomemcache()}} {
+		sel := mustSelector(t, servers(3, ""), opts...)
+		keys := testKeys(64)
+		i := 0
+		allocs := testing.AllocsPerRun(1000, func() {
+			if _, err := sel.PickServer(keys[i%len(keys)]); err != nil {
+				t.Fatal(err)
+			}
+			i++
+		})
+		if allocs != 0 {
+			t.Fatalf("PickServer allocates %v times per call, want 0", allocs)
+		}
+	}
+}
+
+// TestMemcacheSelectorErrors: the constructor's and SetServers's errors, and the
+// zero Selector.
+func TestMemcacheSelectorErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		servers []memcache.Server
+		opts    []ring.Option
+		want    string // substring of the error
+	}{
+		{"nil list", nil, nil, "shardedcache: memcache: no servers configured or available"},
+		{"empty list", []memcache.Server{}, nil, "no servers"},
+		{"no address", []memcache.Server{{Addr: "10.0.0.1:11211"}, {Name: "b"}}, nil, `shardedcache: server 1 ("b"): no address`},
+		{"no port", []memcache.Server{{Addr: "10.0.0.1"}}, nil, `shardedcache: server 0 (""): address "10.0.0.1": `},
+		{"bad port", []memcache.Server{{Addr: "10.0.0.1:11211"}, {Name: "c", Addr: "10.0.0.2:99999"}}, nil, `server 1 ("c"): address "10.0.0.2:99999": `},
+		{"duplicate name", []memcache.Server{{Name: "a", Addr: "10.0.0.1:11211"}, {Name: "a", Addr: "10.0.0.2:11211"}}, nil, `shardedcache: ring: nodes 0 and 1 have the same name "a"`},
+		{"negative weight", []memcache.Server{{Addr: "10.0.0.1:11211"}, {Name: "w", Weight: -1, Addr: "10.0.0.2:11211"}}, nil, `shardedcache: ring: node 1 ("w"): weight -1 is negative`},
+		{"duplicate address", []memcache.Server{{Addr: "10.0.0.1:11211"}, {Addr: "10.0.0.2:11211"}, {Name: "x", Addr: "10.0.0.1:11211"}}, nil, "shardedcache: servers 0 and 2 have the same address 10.0.0.1:11211"},
+		{"duplicate ketama label", []memcache.Server{{Addr: "10.0.0.1:11211"}, {Name: "10.0.0.1", Addr: "10.0.0.2:11211"}}, []ring.Option{ring.WithKetama()}, `same ketama label "10.0.0.1"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sel, err := memcache.NewSelector(tc.servers, tc.opts...)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("NewSelector: %v, want an error containing %q", err, tc.want)
+			}
+			if sel != nil {
+				t.Fatal("NewSelector returned a Selector with its error")
+			}
+			if len(tc.servers) == 0 && !errors.Is(err, gomemcache.ErrNoServers) {
+				t.Fatalf("NewSelector with no server: %v, want errors.Is memcache.ErrNoServers", err)
+			}
+			// SetServers fails alike and keeps the old list.
+			sel = mustSelector(t, servers(2, ""), tc.opts...)
+			if err := sel.SetServers(tc.servers); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("SetServers: %v, want an error containing %q", err, tc.want)
+			}
+			if got := len(sel.Servers()); got != 2 {
+				t.Fatalf("after a failed SetServers the Selector has %d servers, want the old 2", got)
+			}
+		})
+	}
+
+	var zero memcache.Selector
+	if a, err := zero.PickServer("k"); err != gomemcache.ErrNoServers || a != nil {
+		t.Fatalf("zero Selector: PickServer = %v, %v; want nil, memcache.ErrNoServers", a, err)
+	}
+	if err := zero.Each(func(net.Addr) error { t.Fatal("Each called f on a zero Selector"); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if zero.Ring() != nil || zero.Servers() != nil {
+		t.Fatal("zero Selector has a ring or servers")
+	}
+	if err := zero.SetServers(servers(2, "")); err != nil {
+		t.Fatal(err)
+	}
+	if got := pick(t, &zero, "key:1"); got != "10.0.0.1:11211" && got != "10.0.0.2:11211" {
+		t.Fatalf("zero Selector after SetServers: PickServer = %s", got)
+	}
+}
+
+// TestMemcacheSelectorAddresses: unix socket paths, host names resolved once, and
+// PickServer accepts any key (gomemcache's ServerList does; the client
+// refuses malformed keys itself).
+func TestMemcacheSelectorAddresses(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "memcached.sock")
+	sel := mustSelector(t, []memcache.Server{{Addr: sock}, {Addr: "localhost:11212"}, {Addr: "[::1]:11213"}})
+	var got []string
+	_ = sel.Each(func(a net.Addr) error { got = append(got, a.Network()+" "+a.String()); return nil })
+	if got[0] != "unix "+sock {
+		t.Errorf("socket path resolved to %q, want %q", got[0], "unix "+sock)
+	}
+	if got[1] != "tcp 127.0.0.1:11212" && got[1] != "tcp [::1]:11212" {
+		t.Errorf("localhost:11212 resolved to %q", got[1])
+	}
+	if got[2] != "tcp [::1]:11213" {
+		t.Errorf("[::1]:11213 resolved to %q", got[2])
+	}
+	// The servers keep the addresses as given (ketama labels use them).
+	if s := sel.Servers(); s[1].Addr != "localhost:11212" || s[1].Weight != 1 {
+		t.Errorf("Servers()[1] = %+v, want the address as given and weight 1", s[1])
+	}
+	for _, key := range []string{"", "has space", "ctl\x01", strings.Repeat("x", 1000)} {
+		pick(t, sel, key)
+	}
+}
+
+// TestMemcacheSelectorConcurrentSetServers runs PickServer and Each against
+// SetServers (for the race detector): every answer is an address of the old
+// list or of the new one.
+func TestMemcacheSelectorConcurrentSetServers(t *testing.T) {
+	a, b := servers(3, ""), servers(5, "")
+	valid := map[string]bool{}
+	for _, s := range b {
+		valid[s.Addr] = true
+	}
+	sel := mustSelector(t, a)
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			for i, k := range testKeys(2000) {
+				if got := pick(t, sel, k); !valid[got] {
+					t.Errorf("PickServer(%q) = %s", k, got)
+					return
+				}
+				if i%100 == g {
+					n := 0
+					_ = sel.Each(func(net.Addr) error { n++; return nil })
+					if n != 3 && n != 5 {
+						t.Errorf("Each visited %d servers, want 3 or 5", n)
+						return
+					}
+				}
+			}
+		})
+	}
+	for i := range 200 {
+		next := a
+		if i%2 == 0 {
+			next = b
+		}
+		if err := sel.SetServers(next); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wg.Wait()
+}
+
+// startMini starts n minimemcached servers on random ports.
+func startMini(t testing.TB, n int) []string {
+	t.Helper()
+	addrs := make([]string, n)
+	for i := range addrs {
+		m, err := minimemcached.Run(&minimemcached.Config{Port: 0})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(m.Close)
+		addrs[i] = fmt.Sprintf("127.0.0.1:%d", m.Port())
+	}
+	return addrs
+}
+
+// TestMemcacheNewFromSelector: a plain gomemcache client over a Selector stores
+// each key on exactly the server the Selector picks.
+func TestMemcacheNewFromSelector(t *testing.T) {
+	addrs := startMini(t, 3)
+	srvs := make([]memcache.Server, len(addrs))
+	direct := make([]*gomemcache.Client, len(addrs))
+	for i, a := range addrs {
+		srvs[i] = memcache.Server{Name: "mc-" + strconv.Itoa(i), Addr: a}
+		direct[i] = gomemcache.New(a)
+	}
+	sel := mustSelector(t, srvs)
+	client := gomemcache.NewFromSelector(sel)
+	t.Cleanup(func() {
+		for _, c := range append(direct, client) {
+			if err := c.Close(); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+	if err := client.Ping(); err != nil {
+		t.Fatal(err)
+	}
+	keys := testKeys(300)
+	for _, k := range keys {
+		if err := client.Set(&gomemcache.Item{Key: k, Value: []byte("v-" + k)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	perServer := make([]int, len(addrs))
+	for _, k := range keys {
+		want := pick(t, sel, k)
+		for i, d := range direct {
+			it, err := d.Get(k)
+			switch {
+			case err == gomemcache.ErrCacheMiss:
+				if addrs[i] == want {
+					t.Fatalf("key %q is not on %s, the server PickServer names", k, want)
+				}
+			case err != nil:
+				t.Fatal(err)
+			case addrs[i] != want:
+				t.Fatalf("key %q is on %s, PickServer names %s", k, addrs[i], want)
+			case string(it.Value) != "v-"+k:
+				t.Fatalf("key %q: value %q", k, it.Value)
+			default:
+				perServer[i]++
+			}
+		}
+	}
+	for i, n := range perServer {
+		if n == 0 {
+			t.Fatalf("server %d holds none of 300 keys: %v", i, perServer)
+		}
+	}
+	got, err := client.GetMulti(keys)
+	if err != nil || len(got) != len(keys) {
+		t.Fatalf("GetMulti: %d of %d keys, %v", len(got), len(keys), err)
+	}
+}
