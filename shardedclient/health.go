@@ -200,7 +200,19 @@ func (s *Sharded[C]) eject(h *shardHealth, cause error) {
 // scheduleRetry arms h's retry timer; s.mu is held.
 func (s *Sharded[C]) scheduleRetry(h *shardHealth) {
 	h.mu.Lock()
-	h.timer = time.AfterFunc(s.health.RetryTimeout, func() { s.retry(h) })
+	h.timer = time.AfterFunc(s.health.RetryTimeout, func() {
+		// Count the retry as under way unless Close came first, so that
+		// Close waits for it (Add happens under s.mu, before Close's Wait).
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			return
+		}
+		s.wg.Add(1)
+		s.mu.Unlock()
+		defer s.wg.Done()
+		s.retry(h)
+	})
 	h.mu.Unlock()
 }
 

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"reflect"
+	"slices"
 )
 
 // ErrClosed is returned by SetShards after Close.
@@ -41,11 +42,20 @@ func (s *Sharded[C]) SetShards(shards []Shard[C]) error {
 }
 
 // swap makes v the current view and retires the old one. With closeOld,
-// the old view's clients that v does not hold are closed once the old
-// view's commands have ended. s.mu is held.
+// the clients that v does not hold are closed once every retired view (an
+// ejection's view shares its predecessor's clients) has no command left.
+// s.mu is held.
 func (s *Sharded[C]) swap(v *View[C], closeOld bool) {
 	old := s.view.Swap(v)
 	old.retire()
+	s.retired = slices.DeleteFunc(append(s.retired, old), func(r *View[C]) bool {
+		select {
+		case <-r.drained:
+			return true
+		default:
+			return false
+		}
+	})
 	if !closeOld {
 		return
 	}
@@ -58,10 +68,13 @@ func (s *Sharded[C]) swap(v *View[C], closeOld bool) {
 	if len(stale) == 0 {
 		return
 	}
+	waitFor := slices.Clone(s.retired)
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		<-old.drained
+		for _, r := range waitFor {
+			<-r.drained
+		}
 		for _, c := range stale {
 			_ = c.Close()
 		}

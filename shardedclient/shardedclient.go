@@ -57,10 +57,11 @@ type Sharded[C any] struct {
 	opts   []ring.Option
 	health Health[C]
 
-	mu     sync.Mutex // serializes view changes (eject, rejoin, SetShards, Close)
-	closed bool
-	wg     sync.WaitGroup // retirements and health goroutines
-	stop   chan struct{}  // closed by Close
+	mu      sync.Mutex // serializes view changes (eject, rejoin, SetShards, Close)
+	closed  bool
+	retired []*View[C]     // replaced views that commands may still use
+	wg      sync.WaitGroup // client closers, probes and retries under way
+	stop    chan struct{}  // closed by Close
 }
 
 // New builds a Sharded over shards, in order, with the given ring options
