@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/bradfitz/gomemcache/memcache"
@@ -73,6 +74,12 @@ type Shard = shardedclient.Shard[*memcache.Client]
 // Context variant. It is safe for concurrent use.
 type ShardedClient struct {
 	shards *shardedclient.Sharded[*memcache.Client]
+
+	// During resharding: the expiration of values copied to their new
+	// owner, and the per-key locks that keep a copy and the calls on its
+	// key apart.
+	copyExpiration atomic.Int32
+	moveLocks      shardedclient.KeyLocks
 }
 
 // NewShardedClient builds a ShardedClient with one gomemcache client per

@@ -179,6 +179,24 @@ func (c *ShardedClient) GetMultiContext(ctx context.Context, keys []string) (map
 		return nil, err
 	}
 	v := c.shards.Acquire()
+	if v.Moving() {
+		var moved []string
+		for _, k := range keys {
+			if _, _, m := v.Moved(k); m {
+				moved = append(moved, k)
+			}
+		}
+		if len(moved) > 0 {
+			defer c.moveLocks.Lock(moved...)()
+			for _, k := range moved {
+				from, to, _ := v.Moved(k)
+				if err := c.moveToOwner(v, k, from, to); err != nil {
+					v.Release()
+					return nil, err
+				}
+			}
+		}
+	}
 	groups := v.GroupKeys(keys)
 	shards := make([]int, len(groups))
 	for j, g := range groups {
@@ -244,9 +262,15 @@ func onKey[T any](ctx context.Context, c *ShardedClient, key string, op func(*me
 		return zero, err
 	}
 	v := c.shards.Acquire()
-	i := v.Locate(key)
+	from, i, moved := v.Moved(key)
 	return withContext(ctx, func() (T, error) {
 		defer v.Release()
+		if moved {
+			defer c.moveLocks.Lock(key)()
+			if err := c.moveToOwner(v, key, from, i); err != nil {
+				return zero, err
+			}
+		}
 		r, err := op(v.Client(i))
 		return r, finish(v, i, err)
 	})

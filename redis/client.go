@@ -76,7 +76,7 @@ type ShardedClient struct {
 
 	// moveLocks serialize, per stripe of keys, moving a key to its new
 	// owner during resharding with the commands that use it.
-	moveLocks [moveStripes]sync.Mutex
+	moveLocks shardedclient.KeyLocks
 }
 
 // errRouterDial is what a go-redis code path that bypasses the router's

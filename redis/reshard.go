@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/maphash"
-	"slices"
 	"strings"
 	"time"
 
@@ -19,12 +17,6 @@ type movedKey struct {
 	key      string
 	from, to int
 }
-
-const moveStripes = 1024
-
-var stripeSeed = maphash.MakeSeed()
-
-func stripe(key string) int { return int(maphash.String(stripeSeed, key) % moveStripes) }
 
 // PlanResharding returns the exact change of ownership that moving to shards
 // would make (ring.Compare of the current and the target ring: per (from,
@@ -95,22 +87,13 @@ func (c *ShardedClient) settle(ctx context.Context, v *view, moved []movedKey) (
 	return unlock, nil
 }
 
-// lockStripes locks the stripes of keys, in order, and returns the unlock.
+// lockStripes locks the keys' stripes (see shardedclient.KeyLocks).
 func (c *ShardedClient) lockStripes(keys []movedKey) func() {
-	stripes := make([]int, len(keys))
+	names := make([]string, len(keys))
 	for i, k := range keys {
-		stripes[i] = stripe(k.key)
+		names[i] = k.key
 	}
-	slices.Sort(stripes)
-	stripes = slices.Compact(stripes)
-	for _, s := range stripes {
-		c.moveLocks[s].Lock()
-	}
-	return func() {
-		for _, s := range slices.Backward(stripes) {
-			c.moveLocks[s].Unlock()
-		}
-	}
+	return c.moveLocks.Lock(names...)
 }
 
 // moveCounts are the outcomes of moving keys.

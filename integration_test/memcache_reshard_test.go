@@ -1,0 +1,99 @@
+package integration_test
+
+import (
+	"errors"
+	"slices"
+	"strconv"
+	"testing"
+
+	gomemcache "github.com/bradfitz/gomemcache/memcache"
+
+	shardedmc "github.com/shardedcache/shardedcache/memcache"
+)
+
+// During a memcache resharding window every key stays readable (it moves to
+// its new owner when first used), writes and deletes reach the only copy,
+// and keys nobody touched stay on their old owner.
+func TestMemcacheReshardWindow(t *testing.T) {
+	forEachMemcached(t, 4, func(t *testing.T, servers []*mcServer) {
+		opts := make([]shardedmc.ShardOptions, len(servers))
+		for i, s := range servers {
+			opts[i] = shardedmc.ShardOptions{Name: "mc-" + strconv.Itoa(i), Addr: s.addr}
+		}
+		c, err := shardedmc.NewShardedClient(&shardedmc.ShardedOptions{Shards: opts[:3]})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		keys := mcKeys("win:", 1000)
+		setAll(t, c, keys)
+		plan, err := c.PlanResharding(opts)
+		if err != nil || plan.Moved < 0.15 || plan.Moved > 0.35 {
+			t.Fatalf("plan %v, %v", plan.Moved, err)
+		}
+		if err := c.BeginResharding(opts, shardedmc.ReshardOptions{CopyExpiration: 3600}); err != nil {
+			t.Fatal(err)
+		}
+		var moved []string
+		for _, k := range keys {
+			if c.GetShardInfo(k).Name == "mc-3" {
+				moved = append(moved, k)
+			}
+		}
+		if len(moved) == 0 {
+			t.Fatal("no key moves to the new shard")
+		}
+		// Read half of the moved keys one by one and a quarter with GetMulti.
+		half, quarter := moved[:len(moved)/2], moved[len(moved)/2:3*len(moved)/4]
+		for _, k := range half {
+			it, err := c.Get(k)
+			if err != nil || string(it.Value) != "v-"+k {
+				t.Fatalf("Get(%q) in the window: %v, %v", k, it, err)
+			}
+		}
+		items, err := c.GetMulti(quarter)
+		if err != nil || len(items) != len(quarter) {
+			t.Fatalf("GetMulti in the window: %d of %d, %v", len(items), len(quarter), err)
+		}
+		// A write and a delete on keys still on their old owner.
+		rest := moved[3*len(moved)/4:]
+		if err := c.Set(&gomemcache.Item{Key: rest[0], Value: []byte("new")}); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Delete(rest[1]); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Get(rest[1]); !errors.Is(err, gomemcache.ErrCacheMiss) {
+			t.Fatalf("Get after Delete in the window: %v", err)
+		}
+		on := onServers(t, servers, keys)
+		for _, k := range append(slices.Clone(half), quarter...) {
+			if on[3][k] != "v-"+k || holds(on[:3], k) {
+				t.Fatalf("%s not moved to the new owner alone: %v", k, on[3][k])
+			}
+		}
+		if on[3][rest[0]] != "new" || holds(on[:3], rest[0]) {
+			t.Fatal("the write in the window did not replace the old copy")
+		}
+		if on[3][rest[1]] != "" || holds(on[:3], rest[1]) {
+			t.Fatal("the delete in the window left a copy")
+		}
+		for _, k := range rest[2:] { // untouched: still on the old owner
+			if on[3][k] != "" || !holds(on[:3], k) {
+				t.Fatalf("untouched %s moved", k)
+			}
+		}
+		if err := c.EndResharding(); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+func holds(servers []map[string]string, key string) bool {
+	for _, s := range servers {
+		if _, ok := s[key]; ok {
+			return true
+		}
+	}
+	return false
+}
