@@ -636,3 +636,43 @@ func TestSetShardsAddFourthMiniredis(t *testing.T) {
 		}
 	}
 }
+
+// While a shard is ejected, the keyspace-wide commands run on the live
+// shards, which serve its keys: DBSIZE, KEYS, SCAN and RANDOMKEY work.
+func TestEjectedShardLeftOutOfKeyspaceCommands(t *testing.T) {
+	servers, _, c := startFailShards(t, 3, shardedredis.Health{
+		Mode: shardedclient.EjectMode, FailureLimit: 1, RetryTimeout: time.Hour,
+	})
+	ks := keys(300)
+	const dead = 2
+	deadKey := byOwner(c, ks)[dead][0]
+	servers[dead].Close()
+	if err := c.Get(ctx, deadKey).Err(); err == nil {
+		t.Fatal("GET on the dead shard succeeded")
+	}
+	if !c.Stats()[dead].Ejected {
+		t.Fatal("the dead shard was not ejected")
+	}
+	for _, k := range ks {
+		if err := c.Set(ctx, k, 1, 0).Err(); err != nil {
+			t.Fatalf("SET %s with shard %d ejected: %v", k, dead, err)
+		}
+	}
+	if n, err := c.DBSize(ctx).Result(); err != nil || n != 300 {
+		t.Fatalf("DBSIZE = %d, %v; want 300", n, err)
+	}
+	if got, err := c.Keys(ctx, "key:*").Result(); err != nil || len(got) != 300 {
+		t.Fatalf("KEYS = %d keys, %v", len(got), err)
+	}
+	var all []string
+	it := c.Scan(ctx, 0, "", 50).Iterator()
+	for it.Next(ctx) {
+		all = append(all, it.Val())
+	}
+	if err := it.Err(); err != nil || len(all) != 300 {
+		t.Fatalf("SCAN saw %d keys, %v", len(all), err)
+	}
+	if err := c.RandomKey(ctx).Err(); err != nil {
+		t.Fatalf("RANDOMKEY: %v", err)
+	}
+}

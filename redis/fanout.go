@@ -36,7 +36,9 @@ func split(ctx context.Context, v *view, cmd goredis.Cmder, info *commands.Info)
 	_ = info.KeyPositions(args, func(p int) { pos = append(pos, p) })
 	if len(pos) == 0 {
 		for i := range v.Len() {
-			f.parts = append(f.parts, part{shard: i, cmd: goredis.NewCmd(ctx, args...)})
+			if !v.Ejected(i) { // an ejected shard's keys are served by the others
+				f.parts = append(f.parts, part{shard: i, cmd: goredis.NewCmd(ctx, args...)})
+			}
 		}
 		return f, nil
 	}

@@ -30,6 +30,13 @@ func scan(ctx context.Context, v *view, cmd *goredis.ScanCmd) error {
 	n := uint64(v.Len())
 	shard := int(cursor % n)
 	args[1] = cursor / n
+	for v.Ejected(shard) { // its keys are served by the others: skip it
+		if shard++; uint64(shard) == n {
+			cmd.SetVal(nil, 0)
+			return nil
+		}
+		args[1] = uint64(0)
+	}
 	sub := goredis.NewScanCmd(ctx, nil, args...)
 	if err := finish(v, shard, v.Client(shard).Process(ctx, sub)); err != nil {
 		return err
@@ -60,6 +67,11 @@ func randomKey(ctx context.Context, v *view, cmd *goredis.StringCmd) error {
 	for i := range n {
 		sizes[i] = goredis.NewIntCmd(ctx, "dbsize")
 		keys[i] = goredis.NewStringCmd(ctx, "randomkey")
+		if v.Ejected(i) { // owns no key: counts as empty
+			sizes[i].SetVal(0)
+			keys[i].SetErr(goredis.Nil)
+			continue
+		}
 		groups[i] = []goredis.Cmder{sizes[i], keys[i]}
 	}
 	execGroups(ctx, v, groups)

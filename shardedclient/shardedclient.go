@@ -236,8 +236,9 @@ func (v *View[C]) Err(i int, err error) error {
 	return &ShardError{Index: i, Name: sh.Name, Addr: sh.Addr, Err: err}
 }
 
-// Ejected reports whether shard i is ejected in this view.
-func (v *View[C]) Ejected(i int) bool { return v.live.Ejected(i) }
+// Ejected reports whether shard i is ejected in this view. (A shard that a
+// move is removing owns no key but is not ejected.)
+func (v *View[C]) Ejected(i int) bool { return i < v.live.Len() && v.live.Ejected(i) }
 
 // Ring returns the ring of the live shards.
 func (v *View[C]) Ring() *ring.Ring { return v.live }
