@@ -178,6 +178,12 @@ func newShardedClient(shards []Shard, h Health, opts []ring.Option) (*ShardedCli
 // closed once the calls using them have ended. On error (those of
 // NewShardedClient) nothing changes.
 func (c *ShardedClient) SetShards(opts []ShardOptions) error {
+	return c.switchShards(opts, c.shards.SetShards)
+}
+
+// switchShards builds the clients of opts (reusing the current shards'
+// where name, address and settings match) and hands them to install.
+func (c *ShardedClient) switchShards(opts []ShardOptions, install func([]Shard) error) error {
 	if len(opts) == 0 {
 		return fmt.Errorf("shardedcache: %w", memcache.ErrNoServers)
 	}
@@ -185,7 +191,7 @@ func (c *ShardedClient) SetShards(opts []ShardOptions) error {
 	if err != nil {
 		return err
 	}
-	if err := c.shards.SetShards(shards); err != nil {
+	if err := install(shards); err != nil {
 		return fmt.Errorf("shardedcache: %w", err)
 	}
 	return nil

@@ -2,7 +2,6 @@ package memcache
 
 import (
 	"errors"
-	"fmt"
 
 	"github.com/bradfitz/gomemcache/memcache"
 
@@ -42,19 +41,10 @@ func (c *ShardedClient) PlanResharding(shards []ShardOptions) (ring.Diff, error)
 // a value. Shards with the same name, address and settings keep their
 // client. Every client of the same servers must switch at the same time.
 func (c *ShardedClient) BeginResharding(shards []ShardOptions, opt ReshardOptions) error {
-	if len(shards) == 0 {
-		return fmt.Errorf("shardedcache: %w", memcache.ErrNoServers)
-	}
-	cur := c.shards.AllShards()
-	next, err := newShards(shards, cur)
-	if err != nil {
-		return err
-	}
-	c.copyExpiration.Store(opt.CopyExpiration)
-	if err := c.shards.BeginMove(next); err != nil {
-		return fmt.Errorf("shardedcache: %w", err)
-	}
-	return nil
+	return c.switchShards(shards, func(next []Shard) error {
+		c.copyExpiration.Store(opt.CopyExpiration)
+		return c.shards.BeginMove(next)
+	})
 }
 
 // EndResharding ends the window: the old ring is dropped and the clients of

@@ -224,6 +224,13 @@ func newShardedClient(shards []Shard, h Health, opts []ring.Option) (*ShardedCli
 // change address are closed once the commands using them have ended. On
 // error nothing changes.
 func (c *ShardedClient) SetShards(opts []ShardOptions) error {
+	return c.switchShards(opts, c.shards.SetShards)
+}
+
+// switchShards builds the clients of opts (reusing the current shards'
+// where name and address match) and hands them to install; on error the new
+// clients are closed and nothing changes.
+func (c *ShardedClient) switchShards(opts []ShardOptions, install func([]Shard) error) error {
 	if len(opts) == 0 {
 		return errors.New("shardedcache: no shards")
 	}
@@ -232,7 +239,7 @@ func (c *ShardedClient) SetShards(opts []ShardOptions) error {
 	if err != nil {
 		return err
 	}
-	if err := c.shards.SetShards(shards); err != nil {
+	if err := install(shards); err != nil {
 		closeClients(shards, cur)
 		return fmt.Errorf("shardedcache: %w", err)
 	}

@@ -2,8 +2,6 @@ package redis
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"strings"
 	"time"
 
@@ -52,19 +50,7 @@ func (c *ShardedClient) PlanResharding(shards []ShardOptions) (ring.Diff, error)
 // still on the old ring would write keys to their old owners. Inside Watch,
 // only the watched keys are moved first.
 func (c *ShardedClient) BeginResharding(shards []ShardOptions) error {
-	if len(shards) == 0 {
-		return errors.New("shardedcache: no shards")
-	}
-	cur := c.shards.AllShards()
-	next, err := newShards(shards, cur)
-	if err != nil {
-		return err
-	}
-	if err := c.shards.BeginMove(next); err != nil {
-		closeClients(next, cur)
-		return fmt.Errorf("shardedcache: %w", err)
-	}
-	return nil
+	return c.switchShards(shards, c.shards.BeginMove)
 }
 
 // EndResharding ends the window that BeginResharding opened: the old ring is

@@ -227,13 +227,7 @@ func (r *Ring) locate(key []byte) int {
 	if len(key) > 0 || !r.cfg.emptyKeyZero {
 		p = r.cfg.hash.Point(key)
 	}
-	switch r.cfg.dist {
-	case distModula:
-		return int(r.slots[p%uint64(len(r.slots))])
-	case distRendezvous:
-		return r.rendezvous(p)
-	}
-	return int(r.vnodes[r.idx.search(r.vnodes, p)].node)
+	return r.LocatePoint(p)
 }
 
 // LocatePoint returns the index of the node that owns the given point (a

@@ -21,14 +21,7 @@ var ErrMoveInProgress = errors.New("shardedclient: a move is already in progress
 func (s *Sharded[C]) BeginMove(shards []Shard[C]) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
-		return ErrClosed
-	}
-	cur := s.view.Load()
-	if cur.prev != nil {
-		return ErrMoveInProgress
-	}
-	v, err := s.newView(shards, cur)
+	cur, v, err := s.nextView(shards)
 	if err != nil {
 		return err
 	}

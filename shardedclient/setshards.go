@@ -21,14 +21,7 @@ var ErrClosed = errors.New("shardedclient: closed")
 func (s *Sharded[C]) SetShards(shards []Shard[C]) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
-		return ErrClosed
-	}
-	cur := s.view.Load()
-	if cur.prev != nil {
-		return ErrMoveInProgress
-	}
-	v, err := s.newView(shards, cur)
+	cur, v, err := s.nextView(shards)
 	if err != nil {
 		return err
 	}
@@ -39,6 +32,20 @@ func (s *Sharded[C]) SetShards(shards []Shard[C]) error {
 	}
 	s.swap(v, true)
 	return nil
+}
+
+// nextView builds the view of a new shard list, outside a move; s.mu is
+// held.
+func (s *Sharded[C]) nextView(shards []Shard[C]) (cur, next *View[C], err error) {
+	if s.closed {
+		return nil, nil, ErrClosed
+	}
+	cur = s.view.Load()
+	if cur.prev != nil {
+		return nil, nil, ErrMoveInProgress
+	}
+	next, err = s.newView(shards, cur)
+	return cur, next, err
 }
 
 // swap makes v the current view and retires the old one. With closeOld,
