@@ -179,22 +179,11 @@ func (c *ShardedClient) GetMultiContext(ctx context.Context, keys []string) (map
 		return nil, err
 	}
 	v := c.shards.Acquire()
-	if v.Moving() {
-		var moved []string
-		for _, k := range keys {
-			if _, _, m := v.Moved(k); m {
-				moved = append(moved, k)
-			}
-		}
-		if len(moved) > 0 {
-			defer c.moveLocks.Lock(moved...)()
-			for _, k := range moved {
-				from, to, _ := v.Moved(k)
-				if err := c.moveToOwner(v, k, from, to); err != nil {
-					v.Release()
-					return nil, err
-				}
-			}
+	for _, k := range keys {
+		from, to, moved := v.Moved(k)
+		if err := c.settle(ctx, v, v.Gate(k), k, from, to, moved); err != nil {
+			v.Release()
+			return nil, err
 		}
 	}
 	groups := v.GroupKeys(keys)
@@ -263,13 +252,11 @@ func onKey[T any](ctx context.Context, c *ShardedClient, key string, op func(*me
 	}
 	v := c.shards.Acquire()
 	from, i, moved := v.Moved(key)
+	gate := v.Gate(key)
 	return withContext(ctx, func() (T, error) {
 		defer v.Release()
-		if moved {
-			defer c.moveLocks.Lock(key)()
-			if err := c.moveToOwner(v, key, from, i); err != nil {
-				return zero, err
-			}
+		if err := c.settle(ctx, v, gate, key, from, i, moved); err != nil {
+			return zero, err
 		}
 		r, err := op(v.Client(i))
 		return r, finish(v, i, err)

@@ -1,6 +1,7 @@
 package memcache
 
 import (
+	"context"
 	"errors"
 
 	"github.com/bradfitz/gomemcache/memcache"
@@ -42,14 +43,37 @@ func (c *ShardedClient) PlanResharding(shards []ShardOptions) (ring.Diff, error)
 // client. Every client of the same servers must switch at the same time.
 func (c *ShardedClient) BeginResharding(shards []ShardOptions, opt ReshardOptions) error {
 	return c.switchShards(shards, func(next []Shard) error {
-		c.copyExpiration.Store(opt.CopyExpiration)
-		return c.shards.BeginMove(next)
+		old := c.copyExpiration.Swap(opt.CopyExpiration)
+		err := c.shards.BeginMove(next)
+		if err != nil {
+			c.copyExpiration.Store(old) // the window in progress keeps its own
+		}
+		return err
 	})
 }
 
 // EndResharding ends the window: the old ring is dropped and the clients of
 // the shards that left are closed once the calls using them have ended.
 func (c *ShardedClient) EndResharding() error { return c.shards.EndMove() }
+
+// settle prepares key for a call: it waits until gate opens (see
+// shardedclient.View.Gate), then, if the key moved, moves it to its new
+// owner under its lock. The call itself needs no lock: once the key has left
+// its old owner nothing puts it back there.
+func (c *ShardedClient) settle(ctx context.Context, v *view, gate <-chan struct{}, key string, from, to int, moved bool) error {
+	if gate != nil {
+		select {
+		case <-gate:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	if !moved {
+		return nil
+	}
+	defer c.moveLocks.Lock(key)()
+	return c.moveToOwner(v, key, from, to)
+}
 
 // moveToOwner moves key from shard from to shard to, if from still holds
 // it. The caller holds the key's lock.

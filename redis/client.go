@@ -290,7 +290,8 @@ func (c *ShardedClient) Do(ctx context.Context, args ...any) *goredis.Cmd {
 // shard that owns keys. Every key must be on that shard (key tags help),
 // else it returns a *CrossShardError. Commands that fn sends through its
 // *redis.Tx run on that shard: one whose keys are on another shard fails
-// with a *CrossShardError, sent nowhere.
+// with a *CrossShardError, sent nowhere. During resharding, every key is
+// moved to its new owner before a command uses it, inside fn too.
 func (c *ShardedClient) Watch(ctx context.Context, fn func(*goredis.Tx) error, keys ...string) error {
 	if len(keys) == 0 {
 		return &UnsupportedError{Command: "watch", Reason: "no keys, so no shard"}
@@ -306,14 +307,12 @@ func (c *ShardedClient) Watch(ctx context.Context, fn func(*goredis.Tx) error, k
 	if ks.shard == manyShard {
 		return crossShard(v, "watch", ks.all)
 	}
-	unlock, err := c.settle(ctx, v, ks.moved)
-	if err != nil {
+	if err := c.settle(ctx, v, ks.moved, ks.gate); err != nil {
 		return err
 	}
-	defer unlock()
 	var fnErr error
-	err = v.Client(ks.shard).Watch(ctx, func(tx *goredis.Tx) error {
-		tx.AddHook(guard{v: v, shard: ks.shard})
+	err := v.Client(ks.shard).Watch(ctx, func(tx *goredis.Tx) error {
+		tx.AddHook(guard{c: c, v: v, shard: ks.shard})
 		fnErr = fn(tx)
 		return fnErr
 	}, keys...)

@@ -61,7 +61,8 @@ type shardProgress struct {
 var ErrNoResharding = errors.New("shardedcache: no resharding in progress; call BeginResharding first")
 
 // NewMigration prepares the migration of the resharding in progress: every
-// shard of the old list is a source.
+// shard of the old list is a source, except those ejected (see Health):
+// their keys move when they are used, should the shard return.
 func (c *ShardedClient) NewMigration(opt MigrateOptions) (*Migration, error) {
 	v := c.shards.Acquire()
 	defer v.Release()
@@ -86,9 +87,12 @@ func (c *ShardedClient) NewMigration(opt MigrateOptions) (*Migration, error) {
 		if p.shard == "" {
 			p.shard = sh.Addr
 		}
-		if cur, ok := opt.Cursors[p.shard]; ok {
+		switch cur, ok := opt.Cursors[p.shard]; {
+		case v.Ejected(idx):
+			p.done.Store(true) // dead: its keys move as they are used, if it returns
+		case ok:
 			p.cursor.Store(cur)
-		} else if opt.Cursors != nil {
+		case opt.Cursors != nil:
 			p.done.Store(true)
 		}
 		m.progress = append(m.progress, p)
@@ -146,9 +150,11 @@ func (m *Migration) runShard(ctx context.Context, p *shardProgress) error {
 			}
 		}
 		if len(moved) > 0 {
-			unlock := m.c.lockStripes(moved)
-			counts, err := moveKeys(ctx, v, moved)
-			unlock()
+			var counts moveCounts
+			err := m.c.settleWith(ctx, v, moved, v.Gate(moved[0].key), func() (err error) {
+				counts, err = moveKeys(ctx, v, moved)
+				return err
+			})
 			p.moved.Add(int64(counts.moved))
 			p.skipped.Add(int64(counts.skipped))
 			if err != nil {

@@ -46,9 +46,11 @@ func (c *ShardedClient) PlanResharding(shards []ShardOptions) (ring.Diff, error)
 // keys in the background; EndResharding (or Migrate, when it finishes)
 // ends the window. Shards with the same name and address keep their client.
 //
-// Every client of the same shards must switch at the same time: a client
-// still on the old ring would write keys to their old owners. Inside Watch,
-// only the watched keys are moved first.
+// A key the switch moves waits, before its first command, until the
+// commands begun before BeginResharding have ended (a write of theirs could
+// otherwise land on its old owner after the move): give blocking commands
+// a timeout. Every client of the same shards must switch at the same time:
+// a client still on the old ring would write keys to their old owners.
 func (c *ShardedClient) BeginResharding(shards []ShardOptions) error {
 	return c.switchShards(shards, c.shards.BeginMove)
 }
@@ -59,18 +61,34 @@ func (c *ShardedClient) BeginResharding(shards []ShardOptions) error {
 // unreachable through this client: run Migrate to the end first.
 func (c *ShardedClient) EndResharding() error { return c.shards.EndMove() }
 
-// settle moves the keys of a command that have not reached their new owner,
-// and holds their stripes until unlock is called, after the command.
-func (c *ShardedClient) settle(ctx context.Context, v *view, moved []movedKey) (unlock func(), err error) {
+// settle prepares a command's keys during and after resharding: it waits
+// until gate (see shardedclient.View.Gate) opens, then moves the keys that
+// have not reached their new owner. The keys' stripes are locked only while
+// they move: once a key has left its old owner, nothing puts it back there
+// (commands begun on older views have ended; the Migration takes the same
+// locks), so the command itself needs no lock.
+func (c *ShardedClient) settle(ctx context.Context, v *view, moved []movedKey, gate <-chan struct{}) error {
+	return c.settleWith(ctx, v, moved, gate, func() error {
+		_, err := moveKeys(ctx, v, moved)
+		return err
+	})
+}
+
+// settleWith waits for gate, then runs move with the stripes of moved locked.
+func (c *ShardedClient) settleWith(ctx context.Context, v *view, moved []movedKey, gate <-chan struct{}, move func() error) error {
+	if gate != nil {
+		select {
+		case <-gate:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 	if len(moved) == 0 {
-		return func() {}, nil
+		return nil
 	}
-	unlock = c.lockStripes(moved)
-	if _, err := moveKeys(ctx, v, moved); err != nil {
-		unlock()
-		return nil, err
-	}
-	return unlock, nil
+	unlock := c.lockStripes(moved)
+	defer unlock()
+	return move()
 }
 
 // lockStripes locks the keys' stripes (see shardedclient.KeyLocks).
@@ -122,8 +140,8 @@ func moveKeys(ctx context.Context, v *view, keys []movedKey) (moveCounts, error)
 			continue
 		case ttl < 0:
 			ttl = 0
-		case ttl == 0:
-			ttl = 1 // about to expire: keep it expiring
+		case ttl < time.Millisecond:
+			ttl = time.Millisecond // about to expire: keep it expiring
 		}
 		restores[i] = goredis.NewStatusCmd(ctx, "restore", k.key, ttl.Milliseconds(), dumps[i].Val())
 		groups[k.to] = append(groups[k.to], restores[i])

@@ -39,6 +39,7 @@ func (h hook) ProcessPipelineHook(goredis.ProcessPipelineHook) goredis.ProcessPi
 // guard is added to the *redis.Tx of Watch: it refuses, before sending, a
 // command whose keys are not all on the watched shard.
 type guard struct {
+	c     *ShardedClient
 	v     *view
 	shard int
 }
@@ -47,7 +48,7 @@ func (g guard) DialHook(next goredis.DialHook) goredis.DialHook { return next }
 
 func (g guard) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
 	return func(ctx context.Context, cmd goredis.Cmder) error {
-		if err := g.check(cmd); err != nil {
+		if err := g.check(ctx, cmd); err != nil {
 			return err
 		}
 		return next(ctx, cmd)
@@ -57,7 +58,7 @@ func (g guard) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
 func (g guard) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []goredis.Cmder) error {
 		for _, cmd := range cmds {
-			if err := g.check(cmd); err != nil {
+			if err := g.check(ctx, cmd); err != nil {
 				return setErrs(cmds, err)
 			}
 		}
@@ -66,11 +67,15 @@ func (g guard) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.Pro
 }
 
 // check accepts a command with no keys (MULTI, EXEC, UNWATCH, PING, ...) or
-// with every key on the guarded shard.
-func (g guard) check(cmd goredis.Cmder) error {
+// with every key on the guarded shard, whose keys it first settles during
+// resharding.
+func (g guard) check(ctx context.Context, cmd goredis.Cmder) error {
 	info, ks, err := keysOf(g.v, cmd)
-	if err != nil || ks.shard == noKeys || ks.shard == g.shard {
+	if err != nil || ks.shard == noKeys {
 		return err
+	}
+	if ks.shard == g.shard {
+		return g.c.settle(ctx, g.v, ks.moved, ks.gate)
 	}
 	ks.addShard(g.shard)
 	return crossShard(g.v, info.Name, ks.all)
@@ -100,12 +105,13 @@ type routing struct {
 	shard int
 	info  *commands.Info
 	moved []movedKey
+	gate  <-chan struct{}
 }
 
 // route finds where cmd runs.
 func route(v *view, cmd goredis.Cmder) (routing, error) {
 	info, ks, err := keysOf(v, cmd)
-	r := routing{shard: ks.shard, info: info, moved: ks.moved}
+	r := routing{shard: ks.shard, info: info, moved: ks.moved, gate: ks.gate}
 	switch {
 	case err != nil:
 		return routing{}, err
@@ -157,8 +163,9 @@ type keyShards struct {
 	name  string
 	args  []any
 	shard int
-	all   []int      // the shards involved, once more than one is
-	moved []movedKey // during resharding: keys not known to be on their new owner
+	all   []int           // the shards involved, once more than one is
+	moved []movedKey      // during resharding: keys not known to be on their new owner
+	gate  <-chan struct{} // a key waits for the commands of older views (View.Gate)
 	err   error
 }
 
@@ -167,6 +174,9 @@ func (k *keyShards) add(pos int) {
 	if !ok {
 		k.err = &UnsupportedError{Command: k.name, Reason: fmt.Sprintf("key argument %d has type %T", pos, k.args[pos])}
 		return
+	}
+	if g := k.v.Gate(key); g != nil {
+		k.gate = g
 	}
 	if !k.v.Moving() {
 		k.addShard(k.v.Locate(key))
@@ -253,11 +263,9 @@ func (c *ShardedClient) process(ctx context.Context, cmd goredis.Cmder) error {
 	if err != nil {
 		return err
 	}
-	unlock, err := c.settle(ctx, v, r.moved)
-	if err != nil {
+	if err := c.settle(ctx, v, r.moved, r.gate); err != nil {
 		return err
 	}
-	defer unlock()
 	if r.shard >= 0 {
 		return finish(v, r.shard, v.Client(r.shard).Process(ctx, cmd))
 	}
@@ -280,9 +288,13 @@ func (c *ShardedClient) processPipeline(ctx context.Context, cmds []goredis.Cmde
 	groups := make([][]goredis.Cmder, v.Len())
 	var fans []*fanout
 	var moved []movedKey
+	var gate <-chan struct{}
 	for _, cmd := range cmds {
 		r, err := route(v, cmd)
 		moved = append(moved, r.moved...)
+		if r.gate != nil {
+			gate = r.gate
+		}
 		switch {
 		case err != nil:
 			cmd.SetErr(err)
@@ -298,11 +310,9 @@ func (c *ShardedClient) processPipeline(ctx context.Context, cmds []goredis.Cmde
 			fans = append(fans, f)
 		}
 	}
-	unlock, err := c.settle(ctx, v, moved)
-	if err != nil {
+	if err := c.settle(ctx, v, moved, gate); err != nil {
 		return setErrs(cmds, err)
 	}
-	defer unlock()
 	execGroups(ctx, v, groups)
 	for _, f := range fans {
 		_ = f.merge()
@@ -318,6 +328,7 @@ func (c *ShardedClient) processTx(ctx context.Context, cmds []goredis.Cmder) err
 	inner := cmds[1 : len(cmds)-1]
 	acc := keyShards{shard: noKeys}
 	var moved []movedKey
+	var gate <-chan struct{}
 	for _, cmd := range inner {
 		r, err := route(v, cmd)
 		if err == nil && r.shard == fanOut {
@@ -328,15 +339,16 @@ func (c *ShardedClient) processTx(ctx context.Context, cmds []goredis.Cmder) err
 		}
 		acc.addShard(r.shard)
 		moved = append(moved, r.moved...)
+		if r.gate != nil {
+			gate = r.gate
+		}
 	}
 	if acc.shard == manyShard {
 		return setErrs(inner, crossShard(v, "multi", acc.all))
 	}
-	unlock, err := c.settle(ctx, v, moved)
-	if err != nil {
+	if err := c.settle(ctx, v, moved, gate); err != nil {
 		return setErrs(inner, err)
 	}
-	defer unlock()
 	pipe := v.Client(acc.shard).TxPipeline()
 	for _, cmd := range inner {
 		_ = pipe.Process(ctx, cmd)

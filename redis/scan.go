@@ -13,13 +13,17 @@ import (
 	"github.com/shardedcache/shardedcache/redis/internal/commands"
 )
 
-// scan runs SCAN over every shard in turn. The sharded cursor encodes the
-// shard and that shard's own cursor as shardCursor*N + shard (N shards), so
-// cursor 0 starts at shard 0, a shard's last page leads to shard+1 with
-// cursor 0, and the last shard's last page returns 0. Each shard keeps
-// Redis's SCAN guarantees, so a loop until cursor 0 (or ScanIterator) sees
-// every key that exists throughout the scan at least once, and a key that
-// stays on one shard is reported by that shard only.
+// scanShardBits is the width of the shard index in a sharded SCAN cursor.
+const scanShardBits = 16
+
+// scan runs SCAN over every shard in turn. The sharded cursor holds the
+// shard's index in its low 16 bits and that shard's own cursor above them,
+// so cursor 0 starts at shard 0, a shard's last page leads to the next
+// shard with cursor 0, and the last shard's last page returns 0. Each shard
+// keeps Redis's SCAN guarantees, so a loop until cursor 0 (or ScanIterator)
+// sees every key that exists, on its shard, throughout the scan; ejected
+// shards are skipped. A scan that spans SetShards or resharding may miss
+// keys that move meanwhile: start it again.
 func scan(ctx context.Context, v *view, cmd *goredis.ScanCmd) error {
 	args := slices.Clone(cmd.Args())
 	s, _ := commands.Arg(args[1])
@@ -27,11 +31,17 @@ func scan(ctx context.Context, v *view, cmd *goredis.ScanCmd) error {
 	if err != nil {
 		return fmt.Errorf("shardedcache: scan: cursor %q is not a number", s)
 	}
-	n := uint64(v.Len())
-	shard := int(cursor % n)
-	args[1] = cursor / n
+	n := v.Len()
+	if n > 1<<scanShardBits {
+		return fmt.Errorf("shardedcache: scan: %d shards; a sharded SCAN cursor holds at most %d", n, 1<<scanShardBits)
+	}
+	shard := int(cursor & (1<<scanShardBits - 1))
+	args[1] = cursor >> scanShardBits
+	if shard >= n {
+		return fmt.Errorf("shardedcache: scan: cursor %d names shard %d of %d", cursor, shard, n)
+	}
 	for v.Ejected(shard) { // its keys are served by the others: skip it
-		if shard++; uint64(shard) == n {
+		if shard++; shard == n {
 			cmd.SetVal(nil, 0)
 			return nil
 		}
@@ -43,13 +53,13 @@ func scan(ctx context.Context, v *view, cmd *goredis.ScanCmd) error {
 	}
 	page, next := sub.Val()
 	switch {
-	case next == 0 && uint64(shard)+1 < n:
-		next = uint64(shard) + 1
+	case next == 0 && shard+1 < n:
+		next = uint64(shard + 1)
 	case next == 0:
-	case next > (math.MaxUint64-uint64(shard))/n:
-		return fmt.Errorf("shardedcache: scan: shard %d returned cursor %d, too large to combine with %d shards", shard, next, n)
+	case next > math.MaxUint64>>scanShardBits:
+		return fmt.Errorf("shardedcache: scan: shard %d returned cursor %d, too large to combine with a shard index", shard, next)
 	default:
-		next = next*n + uint64(shard)
+		next = next<<scanShardBits | uint64(shard)
 	}
 	cmd.SetVal(page, next)
 	return nil

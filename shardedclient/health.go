@@ -192,7 +192,7 @@ func (s *Sharded[C]) eject(h *shardHealth, cause error) {
 	}
 	h.ejected.Store(true)
 	h.ejections.Add(1)
-	s.swap(cur.with(live), false)
+	s.swap(cur.with(live).withPrevious(i, (*ring.Ring).Eject), false)
 	s.event(cur, EventEjected, i, cause)
 	s.scheduleRetry(h)
 }
@@ -250,7 +250,7 @@ func (s *Sharded[C]) retry(h *shardHealth) {
 	}
 	h.ejected.Store(false)
 	h.consecutive.Store(0)
-	s.swap(cur.with(live), false)
+	s.swap(cur.with(live).withPrevious(i, (*ring.Ring).Rejoin), false)
 	s.event(cur, EventRejoined, i, nil)
 }
 
@@ -289,7 +289,24 @@ func (s *Sharded[C]) probeLoop() {
 // with returns a view of v's shards with another live ring.
 func (v *View[C]) with(live *ring.Ring) *View[C] {
 	return &View[C]{parent: v.parent, shards: v.shards, full: v.full, live: live, health: v.health,
-		prev: v.prev, prevIdx: v.prevIdx, drained: make(chan struct{})}
+		prev: v.prev, prevIdx: v.prevIdx, gate: v.gate, drained: make(chan struct{})}
+}
+
+// withPrevious applies an ejection or a rejoin of shard i (change) to v's
+// previous ring too, during a move: a key that shard held before the move
+// is then looked for where the ejection sends it. It returns v.
+func (v *View[C]) withPrevious(i int, change func(*ring.Ring, ...int) (*ring.Ring, error)) *View[C] {
+	if v.prev == nil {
+		return v
+	}
+	for p, j := range v.prevIdx {
+		if j == i {
+			if prev, err := change(v.prev, p); err == nil {
+				v.prev = prev
+			}
+		}
+	}
+	return v
 }
 
 func (v *View[C]) indexOfHealth(h *shardHealth) int {

@@ -2,6 +2,7 @@ package shardedclient
 
 import (
 	"errors"
+	"slices"
 
 	"github.com/shardedcache/shardedcache/ring"
 )
@@ -37,13 +38,18 @@ func (s *Sharded[C]) BeginMove(shards []Shard[C]) error {
 		v.prevIdx[i] = j
 	}
 	v.prev = cur.live
+	v.gate = &moveGate{prev: v.prev, prevIdx: v.prevIdx, next: v.live, done: make(chan struct{})}
 	s.swap(v, false)
+	s.openGate(v.gate)
 	return nil
 }
 
 // EndMove ends the move begun by BeginMove: the previous ring is dropped,
 // and the clients of the shards that left are closed once the commands
-// using them have ended. Without a move in progress it does nothing.
+// using them have ended. The keys the move changed wait, before their next
+// command, until the commands begun during the move have ended (one of
+// them may still be moving the key). Without a move in progress it does
+// nothing.
 func (s *Sharded[C]) EndMove() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -56,9 +62,62 @@ func (s *Sharded[C]) EndMove() error {
 		h.stopTimer()
 	}
 	v := &View[C]{parent: s, shards: cur.shards[:n:n], full: cur.full, live: cur.live,
-		health: cur.health[:n:n], drained: make(chan struct{})}
+		health: cur.health[:n:n], drained: make(chan struct{}),
+		gate: &moveGate{prev: cur.prev, prevIdx: cur.prevIdx, next: cur.live, done: make(chan struct{})}}
 	s.swap(v, true)
+	s.openGate(v.gate)
 	return nil
+}
+
+// moveGate holds back the keys that a move changes (their owner in prev
+// differs from their owner in next) until done: until every command begun
+// on an earlier view has ended. Without it, a write begun before
+// BeginMove could land on a key's old owner after the key was moved, and
+// be lost; or a move begun before EndMove could restore a key deleted
+// after it.
+type moveGate struct {
+	prev    *ring.Ring
+	prevIdx []int
+	next    *ring.Ring
+	done    chan struct{}
+}
+
+// openGate closes g.done once every retired view has drained, or at Close;
+// s.mu is held.
+func (s *Sharded[C]) openGate(g *moveGate) {
+	waitFor := slices.Clone(s.retired)
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		defer close(g.done)
+		for _, r := range waitFor {
+			select {
+			case <-r.drained:
+			case <-s.stop:
+				return
+			}
+		}
+	}()
+}
+
+// Gate returns, for a key that the latest move changed, a channel closed
+// once the commands begun before that move's last step (BeginMove or
+// EndMove) have ended; the caller waits on it before using the key. It
+// returns nil when there is nothing to wait for.
+func (v *View[C]) Gate(key string) <-chan struct{} {
+	g := v.gate
+	if g == nil {
+		return nil
+	}
+	select {
+	case <-g.done:
+		return nil
+	default:
+	}
+	if g.prevIdx[g.prev.Locate(key)] == g.next.Locate(key) {
+		return nil
+	}
+	return g.done
 }
 
 // Moving reports whether a move is in progress in v.

@@ -173,6 +173,9 @@ type View[C any] struct {
 	// shards; the shards that the move removes follow the target's shards.
 	prev    *ring.Ring
 	prevIdx []int
+	// gate holds back the keys a move changes until the commands begun on
+	// the views before it have ended (see moveGate).
+	gate *moveGate
 
 	inflight atomic.Int64  // Acquire calls not yet released
 	retired  atomic.Bool   // a newer view has replaced this one

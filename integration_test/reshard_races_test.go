@@ -1,0 +1,277 @@
+package integration_test
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	goredis "github.com/redis/go-redis/v9"
+
+	shardedredis "github.com/shardedcache/shardedcache/redis"
+	"github.com/shardedcache/shardedcache/ring"
+	"github.com/shardedcache/shardedcache/shardedclient"
+)
+
+// Regression tests for races of the resharding window found in review.
+
+// fourNamed starts four miniredis and a client over the first three.
+func fourNamed(t *testing.T, h shardedredis.Health, opts ...ring.Option) ([]*miniredis.Miniredis, *shardedredis.ShardedClient, []shardedredis.ShardOptions) {
+	t.Helper()
+	var servers []*miniredis.Miniredis
+	var shards []shardedredis.ShardOptions
+	for i := range 4 {
+		s := miniredis.RunT(t)
+		servers = append(servers, s)
+		shards = append(shards, shardedredis.ShardOptions{Name: fmt.Sprintf("r%c", 'a'+i), Addr: s.Addr(),
+			Options: &goredis.Options{MaxRetries: -1, DialerRetries: 1}})
+	}
+	c, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: shards[:3], Health: h, RingOptions: opts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return servers, c, shards
+}
+
+// movingKey returns a key (prefix + n) that the fourth shard takes over, and
+// its owner among the three.
+func movingKey(t *testing.T, c *shardedredis.ShardedClient, shards []shardedredis.ShardOptions, prefix string) (string, int) {
+	t.Helper()
+	plan, err := ring.New([]ring.Node{{Name: shards[0].Name}, {Name: shards[1].Name}, {Name: shards[2].Name}, {Name: shards[3].Name}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 1000 {
+		k := prefix + strconv.Itoa(i)
+		if plan.Locate(k) == 3 {
+			return k, c.GetShardInfo(k).Index
+		}
+	}
+	t.Fatal("no key moves")
+	return "", 0
+}
+
+// hold blocks the first command matching match on client until release is
+// closed, and closes entered when it arrives.
+type hold struct {
+	match            func(goredis.Cmder) bool
+	entered, release chan struct{}
+	once             *sync.Once
+}
+
+func newHold(match func(goredis.Cmder) bool) hold {
+	return hold{match: match, entered: make(chan struct{}), release: make(chan struct{}), once: &sync.Once{}}
+}
+
+func (h hold) wait(cmd goredis.Cmder) {
+	if h.match(cmd) {
+		h.once.Do(func() { close(h.entered); <-h.release })
+	}
+}
+func (h hold) DialHook(n goredis.DialHook) goredis.DialHook { return n }
+func (h hold) ProcessHook(n goredis.ProcessHook) goredis.ProcessHook {
+	return func(ctx context.Context, cmd goredis.Cmder) error { h.wait(cmd); return n(ctx, cmd) }
+}
+func (h hold) ProcessPipelineHook(n goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []goredis.Cmder) error {
+		for _, cmd := range cmds {
+			h.wait(cmd)
+		}
+		return n(ctx, cmds)
+	}
+}
+
+// A write begun before BeginResharding, and acknowledged, is not lost: the
+// key's first command in the window waits for it, then moves its value.
+func TestReshardWriteInFlightAtBeginKept(t *testing.T) {
+	servers, c, shards := fourNamed(t, shardedredis.Health{})
+	k, from := movingKey(t, c, shards, "w")
+	c.Set(ctx, k, "old", 0)
+	h := newHold(func(cmd goredis.Cmder) bool { return cmd.Name() == "set" && cmd.Args()[2] == "new" })
+	c.Shards()[from].Client.AddHook(h)
+	var wg sync.WaitGroup
+	var setErr error
+	wg.Go(func() { setErr = c.Set(ctx, k, "new", 0).Err() })
+	<-h.entered
+	if err := c.BeginResharding(shards); err != nil {
+		t.Fatal(err)
+	}
+	var got string
+	wg.Go(func() { got, _ = c.Get(ctx, k).Result() }) // waits for the SET
+	time.Sleep(20 * time.Millisecond)
+	close(h.release)
+	wg.Wait()
+	if setErr != nil || got != "new" {
+		t.Fatalf("SET: %v; window GET = %q, want new", setErr, got)
+	}
+	if v, _ := servers[3].Get(k); v != "new" || servers[from].Exists(k) {
+		t.Fatalf("new owner holds %q; old owner still has it: %v", v, servers[from].Exists(k))
+	}
+}
+
+// A key deleted just after EndResharding stays deleted, even when a command
+// of the window was still moving it.
+func TestReshardDeleteAfterEndSticks(t *testing.T) {
+	servers, c, shards := fourNamed(t, shardedredis.Health{})
+	k, _ := movingKey(t, c, shards, "d")
+	c.Set(ctx, k, "v", 0)
+	if err := c.BeginResharding(shards); err != nil {
+		t.Fatal(err)
+	}
+	h := newHold(func(cmd goredis.Cmder) bool { return cmd.Name() == "restore" })
+	c.Shards()[3].Client.AddHook(h)
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = c.Get(ctx, k).Err() })
+	<-h.entered
+	if err := c.EndResharding(); err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	var delErr error
+	wg.Go(func() { n, delErr = c.Del(ctx, k).Result() }) // waits for the GET's move
+	time.Sleep(20 * time.Millisecond)
+	close(h.release)
+	wg.Wait()
+	if delErr != nil || n != 1 {
+		t.Fatalf("DEL = %d, %v; want 1", n, delErr)
+	}
+	if err := c.Get(ctx, k).Err(); err != goredis.Nil || len(holders(servers, k)) != 0 {
+		t.Fatalf("deleted key came back: %v on %v", err, holders(servers, k))
+	}
+}
+
+// A blocking command on a moved key holds no lock: a push from another
+// goroutine reaches it.
+func TestReshardBlockingCommandDoesNotBlockOthers(t *testing.T) {
+	_, c, shards := fourNamed(t, shardedredis.Health{})
+	k, _ := movingKey(t, c, shards, "q")
+	if err := c.BeginResharding(shards); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	var got []string
+	var popErr error
+	wg.Go(func() { got, popErr = c.BLPop(ctx, 5*time.Second, k).Result() })
+	time.Sleep(50 * time.Millisecond)
+	start := time.Now()
+	if err := c.LPush(ctx, k, "x").Err(); err != nil {
+		t.Fatal(err)
+	}
+	pushed := time.Since(start)
+	wg.Wait()
+	if popErr != nil || len(got) != 2 || got[1] != "x" || pushed > time.Second {
+		t.Fatalf("BLPOP = %v, %v; LPUSH took %v", got, popErr, pushed)
+	}
+}
+
+// Inside Watch, during resharding, unwatched keys are moved before use, and
+// the client itself can be called from fn.
+func TestReshardWatch(t *testing.T) {
+	_, c, shards := fourNamed(t, shardedredis.Health{}, ring.WithKeyTags())
+	plan, err := ring.New([]ring.Node{{Name: "ra"}, {Name: "rb"}, {Name: "rc"}, {Name: "rd"}}, ring.WithKeyTags())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tag := ""
+	for i := 0; plan.Locate(tag+"a") != 3; i++ {
+		tag = "{t" + strconv.Itoa(i) + "}"
+	}
+	a, b := tag+"a", tag+"b"
+	c.Set(ctx, a, "1", 0)
+	c.Set(ctx, b, "2", 0)
+	if err := c.BeginResharding(shards); err != nil {
+		t.Fatal(err)
+	}
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	err = c.Watch(cctx, func(tx *goredis.Tx) error {
+		if v, err := tx.Get(cctx, b).Result(); err != nil || v != "2" {
+			return fmt.Errorf("unwatched GET in the Tx = %q, %v", v, err)
+		}
+		if v, err := c.Get(cctx, a).Result(); err != nil || v != "1" {
+			return fmt.Errorf("client GET inside fn = %q, %v", v, err)
+		}
+		_, err := tx.TxPipelined(cctx, func(p goredis.Pipeliner) error {
+			p.Del(cctx, b)
+			return nil
+		})
+		return err
+	}, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Get(ctx, b).Err(); err != goredis.Nil {
+		t.Fatalf("key deleted in the transaction: %v", err)
+	}
+}
+
+// A key about to expire (PTTL 0) keeps expiring when moved.
+func TestReshardKeyAboutToExpireStillExpires(t *testing.T) {
+	servers, c, shards := fourNamed(t, shardedredis.Health{})
+	k, from := movingKey(t, c, shards, "e")
+	c.Set(ctx, k, "v", time.Hour)
+	c.Shards()[from].Client.AddHook(pttlZero{})
+	if err := c.BeginResharding(shards); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Get(ctx, k).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if ttl := servers[3].TTL(k); ttl != time.Millisecond {
+		t.Fatalf("moved key's TTL = %v, want 1ms", ttl)
+	}
+}
+
+// pttlZero makes PTTL answer 0, as Redis does for a key with less than a
+// millisecond left.
+type pttlZero struct{}
+
+func (pttlZero) DialHook(n goredis.DialHook) goredis.DialHook { return n }
+func (pttlZero) ProcessHook(n goredis.ProcessHook) goredis.ProcessHook { return n }
+func (pttlZero) ProcessPipelineHook(n goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []goredis.Cmder) error {
+		err := n(ctx, cmds)
+		for _, cmd := range cmds {
+			if d, ok := cmd.(*goredis.DurationCmd); ok && cmd.Name() == "pttl" {
+				d.SetVal(0)
+			}
+		}
+		return err
+	}
+}
+
+// A shard ejected during the window, or before it, does not fail the keys
+// the others serve, and the migration finishes.
+func TestReshardWithEjectedShard(t *testing.T) {
+	h := shardedredis.Health{Mode: shardedclient.EjectMode, FailureLimit: 1, RetryTimeout: time.Hour}
+	servers, c, shards := fourNamed(t, h)
+	for i := range 300 {
+		c.Set(ctx, "k"+strconv.Itoa(i), "v", 0)
+	}
+	if err := c.BeginResharding(shards); err != nil {
+		t.Fatal(err)
+	}
+	servers[0].Close()
+	for i := range 300 { // the first failure ejects shard 0
+		c.Set(ctx, "z"+strconv.Itoa(i), "v", 0)
+	}
+	if !c.Stats()[0].Ejected {
+		t.Fatal("shard 0 not ejected")
+	}
+	for i := range 300 {
+		if err := c.Set(ctx, "y"+strconv.Itoa(i), "v", 0).Err(); err != nil {
+			t.Fatalf("SET with shard 0 ejected in the window: %v", err)
+		}
+	}
+	m, err := c.NewMigration(shardedredis.MigrateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Run(ctx); err != nil {
+		t.Fatalf("migration with an ejected source: %v", err)
+	}
+}
