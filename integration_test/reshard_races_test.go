@@ -230,7 +230,7 @@ func TestReshardKeyAboutToExpireStillExpires(t *testing.T) {
 // millisecond left.
 type pttlZero struct{}
 
-func (pttlZero) DialHook(n goredis.DialHook) goredis.DialHook { return n }
+func (pttlZero) DialHook(n goredis.DialHook) goredis.DialHook          { return n }
 func (pttlZero) ProcessHook(n goredis.ProcessHook) goredis.ProcessHook { return n }
 func (pttlZero) ProcessPipelineHook(n goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []goredis.Cmder) error {
