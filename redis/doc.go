@@ -3,8 +3,10 @@
 // ShardedJedis placement by default) and offers go-redis's own command
 // methods, with their exact signatures and result types.
 //
-// Code written against *redis.Client or redis.Cmdable switches by changing
-// its constructor:
+// *ShardedClient satisfies redis.UniversalClient, so code written against
+// redis.UniversalClient or redis.Cmdable switches by changing its
+// constructor (methods of *redis.Client outside those interfaces, such as
+// Conn, Options, WithTimeout or Wait, have no sharded counterpart):
 //
 //	rdb, err := redis.NewShardedClient(&redis.ShardedOptions{
 //		Shards: []redis.ShardOptions{{Addr: "10.0.0.1:6379"}, {Addr: "10.0.0.2:6379"}},
@@ -24,10 +26,15 @@
 //     (errors.Is(err, ErrCrossShard)) before anything is sent; key tags
 //     (ring.WithKeyTags) put related keys on one shard;
 //   - a keyless command that Redis runs on all shards (PING, DBSIZE,
-//     FLUSHDB, FLUSHALL, KEYS) runs on every shard and the replies are
-//     merged by its response policy (DBSIZE summed, PING and FLUSHDB succeed
-//     when every shard does, KEYS concatenated);
-//   - other keyless commands (SCAN, RANDOMKEY, INFO, PUBLISH, ...), commands
+//     FLUSHDB, FLUSHALL, KEYS, SCRIPT LOAD, CONFIG SET) runs on every live
+//     shard and the replies are merged by its response policy (DBSIZE
+//     summed, PING and FLUSHDB succeed when every shard does, KEYS
+//     concatenated); SCAN walks the shards one after the other (the cursor
+//     holds the shard), RANDOMKEY draws a shard by its DBSIZE;
+//   - PUBLISH and SPUBLISH go to the shard of the channel; Subscribe and
+//     SSubscribe subscribe on each channel's shard, PSubscribe on every
+//     shard, and one *redis.PubSub delivers every message;
+//   - other keyless commands (INFO, CONFIG GET, ECHO, CLIENT ...), commands
 //     whose keys cannot be known from their arguments, and fan-outs whose
 //     replies cannot be merged into the go-redis result type fail with an
 //     *UnsupportedError (errors.Is(err, ErrUnsupported)) before anything is
@@ -46,4 +53,12 @@
 //
 // The command table is Redis 7.0.15's; commands that Redis added later are
 // refused with an *UnsupportedError until the table covers them.
+//
+// # Failures and resharding
+//
+// ShardedOptions.Health chooses what a failing shard does to its keys (they
+// fail, or the shard is ejected and they move); ShardOptions.Failover makes a
+// shard a Sentinel-managed group. SetShards changes the shard list at run
+// time; BeginResharding, NewMigration and Migration.Run move keys to a new
+// shard list without a cold cache.
 package redis

@@ -136,13 +136,12 @@ func (f *fanout) combine() (any, error) {
 			}
 		}
 		return acc, nil
+	case commands.AggLogicalAnd, commands.AggLogicalOr:
+		return f.logical(f.info.Response == commands.AggLogicalAnd)
 	}
 	// Default policy: a multi-key command's values go back in key order; a
 	// keyless command's arrays are concatenated (KEYS).
-	var out []any
-	if f.nkeys > 0 {
-		out = make([]any, f.nkeys)
-	}
+	out := make([]any, f.nkeys)
 	for _, p := range f.parts {
 		vals, ok := p.cmd.Val().([]any)
 		if !ok || f.nkeys > 0 && len(vals) != len(p.keys) {
@@ -154,6 +153,37 @@ func (f *fanout) combine() (any, error) {
 		}
 		for j, k := range p.keys {
 			out[k] = vals[j]
+		}
+	}
+	return out, nil
+}
+
+// logical combines the shards' arrays of 0/1 integers element by element
+// with a logical AND (and) or OR (SCRIPT EXISTS: a script exists when every
+// shard has it).
+func (f *fanout) logical(and bool) (any, error) {
+	var out []any
+	for n, p := range f.parts {
+		vals, ok := p.cmd.Val().([]any)
+		if !ok || n > 0 && len(vals) != len(out) {
+			return nil, f.badReply(p)
+		}
+		if n == 0 {
+			out = make([]any, len(vals))
+		}
+		for i, v := range vals {
+			b, ok := v.(int64)
+			if !ok {
+				return nil, f.badReply(p)
+			}
+			switch {
+			case n == 0:
+				out[i] = b
+			case and:
+				out[i] = min(out[i].(int64), b)
+			default:
+				out[i] = max(out[i].(int64), b)
+			}
 		}
 	}
 	return out, nil
@@ -188,6 +218,15 @@ func setVal(cmd goredis.Cmder, v any) error {
 	case *goredis.SliceCmd:
 		if vals, ok := v.([]any); ok {
 			cmd.SetVal(vals)
+			return nil
+		}
+	case *goredis.BoolSliceCmd:
+		if vals, ok := v.([]any); ok {
+			bs := make([]bool, len(vals))
+			for i, x := range vals {
+				bs[i] = x == int64(1)
+			}
+			cmd.SetVal(bs)
 			return nil
 		}
 	case *goredis.StringSliceCmd:

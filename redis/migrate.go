@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync/atomic"
 
 	"golang.org/x/sync/errgroup"
@@ -17,8 +18,8 @@ type MigrateOptions struct {
 	BatchSize int
 	// Parallelism bounds the source shards scanned at once; 0 means 4.
 	Parallelism int
-	// KeysPerSecond limits the keys scanned per second over all shards;
-	// 0 means no limit.
+	// KeysPerSecond limits the keys scanned per second over all shards
+	// (the keys a SCAN page returns, whatever its COUNT); 0 means no limit.
 	KeysPerSecond float64
 	// Cursors resumes an earlier run: the SCAN cursor of each source shard
 	// (by ShardProgress.Shard) to continue from, as Migration.Cursors
@@ -126,50 +127,60 @@ func (m *Migration) Run(ctx context.Context) error {
 
 func (m *Migration) runShard(ctx context.Context, p *shardProgress) error {
 	for {
-		if err := m.limiter.WaitN(ctx, min(m.opt.BatchSize, max(m.limiter.Burst(), 1))); err != nil {
+		v := m.c.shards.Acquire()
+		next, err := m.scanPage(ctx, v, p)
+		v.Release()
+		if err != nil {
 			return err
 		}
-		v := m.c.shards.Acquire()
-		if !v.Moving() {
-			v.Release()
-			return ErrNoResharding
-		}
-		cursor := p.cursor.Load()
-		keys, next, err := v.Client(p.index).Scan(ctx, cursor, "", int64(m.opt.BatchSize)).Result()
-		if err != nil {
-			v.Release()
-			return fmt.Errorf("shardedcache: migrate: %w", v.Err(p.index, err))
-		}
-		p.scanned.Add(int64(len(keys)))
-		var moved []movedKey
-		for _, k := range keys {
-			if to := v.Locate(k); to != p.index {
-				moved = append(moved, movedKey{key: k, from: p.index, to: to})
-			} else {
-				p.skipped.Add(1)
-			}
-		}
-		if len(moved) > 0 {
-			var counts moveCounts
-			err := m.c.settleWith(ctx, v, moved, v.Gate(moved[0].key), func() (err error) {
-				counts, err = moveKeys(ctx, v, moved)
-				return err
-			})
-			p.moved.Add(int64(counts.moved))
-			p.skipped.Add(int64(counts.skipped))
-			if err != nil {
-				p.failed.Add(int64(len(moved) - counts.moved - counts.skipped))
-				v.Release()
-				return fmt.Errorf("shardedcache: migrate: %w", err)
-			}
-		}
-		v.Release()
 		p.cursor.Store(next)
 		if next == 0 {
 			p.done.Store(true)
 			return nil
 		}
 	}
+}
+
+// scanPage scans one page of source p and moves, BatchSize keys at a time
+// (a server may return more keys than COUNT asks), those whose owner is
+// another shard. It returns the next cursor.
+func (m *Migration) scanPage(ctx context.Context, v *view, p *shardProgress) (uint64, error) {
+	if !v.Moving() {
+		return 0, ErrNoResharding
+	}
+	keys, next, err := v.Client(p.index).Scan(ctx, p.cursor.Load(), "", int64(m.opt.BatchSize)).Result()
+	if err != nil {
+		return 0, fmt.Errorf("shardedcache: migrate: %w", v.Err(p.index, err))
+	}
+	for batch := range slices.Chunk(keys, m.opt.BatchSize) {
+		if err := m.limiter.WaitN(ctx, len(batch)); err != nil {
+			return 0, err
+		}
+		p.scanned.Add(int64(len(batch)))
+		var moved []movedKey
+		for _, k := range batch {
+			if to := v.Locate(k); to != p.index {
+				moved = append(moved, movedKey{key: k, from: p.index, to: to})
+			} else {
+				p.skipped.Add(1)
+			}
+		}
+		if len(moved) == 0 {
+			continue
+		}
+		var counts moveCounts
+		err := m.c.settleWith(ctx, v, moved, v.Gate(moved[0].key), func() (err error) {
+			counts, err = moveKeys(ctx, v, moved)
+			return err
+		})
+		p.moved.Add(int64(counts.moved))
+		p.skipped.Add(int64(counts.skipped))
+		if err != nil {
+			p.failed.Add(int64(len(moved) - counts.moved - counts.skipped))
+			return 0, fmt.Errorf("shardedcache: migrate: %w", err)
+		}
+	}
+	return next, nil
 }
 
 // Progress returns each source shard's progress; safe to call while Run

@@ -42,8 +42,9 @@ func (c *ShardedClient) PlanResharding(shards []ShardOptions) (ring.Diff, error)
 // (DUMP and PTTL there, RESTORE here, then DEL there), so reads see it and
 // writes, deletes included, apply to the only copy. RESTORE never replaces
 // a value already on the new owner (it is newer: written after the switch),
-// in which case the old copy is just deleted. Migrate moves the remaining
-// keys in the background; EndResharding (or Migrate, when it finishes)
+// in which case the old copy is just deleted. A Migration (NewMigration,
+// then Run) moves the remaining keys in the background; EndResharding (or
+// Migration.Run, when it finishes)
 // ends the window. Shards with the same name and address keep their client.
 //
 // A key the switch moves waits, before its first command, until the
@@ -58,7 +59,7 @@ func (c *ShardedClient) BeginResharding(shards []ShardOptions) error {
 // EndResharding ends the window that BeginResharding opened: the old ring is
 // dropped, and the clients of shards that left are closed once the
 // commands using them have ended. Keys not yet moved stay where they are,
-// unreachable through this client: run Migrate to the end first.
+// unreachable through this client: run a Migration to the end first.
 func (c *ShardedClient) EndResharding() error { return c.shards.EndMove() }
 
 // settle prepares a command's keys during and after resharding: it waits

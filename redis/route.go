@@ -131,16 +131,18 @@ func route(v *view, cmd goredis.Cmder) (routing, error) {
 // can be merged into the command's go-redis type; otherwise nothing is sent.
 func fanOutOf(info *commands.Info, cmd goredis.Cmder) error {
 	var ok bool
-	switch cmd.(type) {
+	switch r := info.Response; cmd.(type) {
 	case *goredis.Cmd:
-		ok = true
+		ok = r != commands.SpecialResponse
 	case *goredis.IntCmd:
-		ok = info.Response == commands.AggSum || info.Response == commands.AggMin || info.Response == commands.AggMax ||
-			info.Response == commands.AllSucceeded || info.Response == commands.OneSucceeded
+		ok = r == commands.AggSum || r == commands.AggMin || r == commands.AggMax ||
+			r == commands.AllSucceeded || r == commands.OneSucceeded
 	case *goredis.StatusCmd, *goredis.StringCmd:
-		ok = info.Response == commands.AllSucceeded || info.Response == commands.OneSucceeded
+		ok = r == commands.AllSucceeded || r == commands.OneSucceeded
 	case *goredis.SliceCmd, *goredis.StringSliceCmd:
-		ok = info.Response == commands.Default
+		ok = r == commands.Default
+	case *goredis.BoolSliceCmd:
+		ok = r == commands.AggLogicalAnd || r == commands.AggLogicalOr
 	}
 	if !ok {
 		return &UnsupportedError{Command: info.Name, Reason: fmt.Sprintf("replies from several shards cannot be merged into a %T", cmd)}
