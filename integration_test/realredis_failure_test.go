@@ -30,7 +30,7 @@ import (
 const realTimeout = 300 * time.Millisecond
 
 // realRedisBin finds redis-server, or skips the test (fails it in CI).
-func realRedisBin(t *testing.T) string {
+func realRedisBin(t testing.TB) string {
 	t.Helper()
 	path, err := exec.LookPath("redis-server")
 	if err != nil {
@@ -59,7 +59,7 @@ type redisProc struct {
 // it in t.Cleanup. With conf set, it is written to a file that is passed
 // first (Sentinel needs a writable config file) and "{port}" in it is the
 // port.
-func startRedisProc(t *testing.T, bin, conf string, extra ...string) *redisProc {
+func startRedisProc(t testing.TB, bin, conf string, extra ...string) *redisProc {
 	t.Helper()
 	var lastErr error
 	for range 5 {
@@ -73,7 +73,7 @@ func startRedisProc(t *testing.T, bin, conf string, extra ...string) *redisProc 
 	return nil
 }
 
-func tryRedisProc(t *testing.T, bin, conf string, extra []string) (*redisProc, error) {
+func tryRedisProc(t testing.TB, bin, conf string, extra []string) (*redisProc, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err

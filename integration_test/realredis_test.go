@@ -10,120 +10,25 @@ package integration_test
 
 import (
 	"errors"
-	"fmt"
-	"net"
-	"os"
 	"os/exec"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
 	shardedredis "github.com/shardedcache/shardedcache/redis"
 )
 
-// redisServerPath finds redis-server, or skips the test (fails it in CI).
-func redisServerPath(t *testing.T) string {
-	t.Helper()
-	path, err := exec.LookPath("redis-server")
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("redis-server is required in CI: %v", err)
-		}
-		t.Skipf("redis-server not found: %v", err)
-	}
-	return path
-}
-
-// startRedisServer starts a redis-server on a free port of 127.0.0.1, with
-// no persistence, and waits until it answers PING. t.Cleanup kills it.
+// startRedisServer starts a redis-server for the differential test (see
+// startRedisProc), its blocking commands timing out within 10 ms (hz 100;
+// the default hz 10 checks timeouts every 100 ms), and returns its address.
 func startRedisServer(t *testing.T, bin string) string {
 	t.Helper()
-	var lastErr error
-	for attempt := 0; attempt < 5; attempt++ {
-		addr, err := tryRedisServer(t, bin)
-		if err == nil {
-			return addr
-		}
-		lastErr = err // most likely the free port was taken meanwhile
-	}
-	t.Fatalf("redis-server does not start: %v", lastErr)
-	return ""
-}
-
-func tryRedisServer(t *testing.T, bin string) (string, error) {
-	port, err := freePort()
-	if err != nil {
-		return "", err
-	}
-	dir := t.TempDir()
-	cmd := exec.Command(bin,
-		"--port", strconv.Itoa(port),
-		"--bind", "127.0.0.1",
-		"--save", "",
-		"--appendonly", "no",
-		"--daemonize", "no",
-		"--dir", dir,
-		"--logfile", filepath.Join(dir, "redis.log"),
-		// Blocking commands time out within 10 ms (the default hz 10 checks
-		// timeouts every 100 ms).
-		"--hz", "100",
-	)
-	if err := cmd.Start(); err != nil {
-		return "", err
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	stop := func() {
-		_ = cmd.Process.Kill()
-		<-exited
-	}
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	c := goredis.NewClient(&goredis.Options{Addr: addr, MaxRetries: -1, DialTimeout: time.Second})
-	defer c.Close()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		err := c.Ping(ctx).Err()
-		if err == nil {
-			break
-		}
-		select {
-		case werr := <-exited:
-			exited <- werr
-			stop()
-			log, _ := os.ReadFile(filepath.Join(dir, "redis.log"))
-			return "", fmt.Errorf("redis-server on port %d exited (%v): %s", port, werr, lastLines(string(log), 5))
-		default:
-		}
-		if time.Now().After(deadline) {
-			stop()
-			return "", fmt.Errorf("redis-server on port %d does not answer PING: %v", port, err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Cleanup(stop)
-	return addr, nil
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-func lastLines(s string, n int) string {
-	lines := strings.Split(strings.TrimSpace(s), "\n")
-	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+	return startRedisProc(t, bin, "", "--hz", "100").addr
 }
 
 func TestDifferentialRealRedis(t *testing.T) {
-	bin := redisServerPath(t)
+	bin := realRedisBin(t)
 	seed := diffSeed(t)
 	t.Logf("seed=%d (rerun with -seed %d or DIFF_SEED=%d); %s", seed, seed, seed, redisVersion(bin))
 	for _, v := range diffVariants {

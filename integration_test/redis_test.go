@@ -677,3 +677,33 @@ func TestRedisGoRedisRingPreset(t *testing.T) {
 		t.Fatalf("checked %d keys, want 3014", n)
 	}
 }
+
+// XGROUP/XREADGROUP and EVAL with one key touch only the owning shard.
+func TestRedisStreamsAndScriptsOnTheOwningShard(t *testing.T) {
+	servers, c := startShards(t, 3)
+	const stream = "events:42"
+	owner := c.GetShardInfo(stream).Index
+	if err := c.XAdd(ctx, &goredis.XAddArgs{Stream: stream, ID: "1-1", Values: []string{"a", "1"}}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.XGroupCreate(ctx, stream, "g", "0").Err(); err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.XReadGroup(ctx, &goredis.XReadGroupArgs{Group: "g", Consumer: "c1", Streams: []string{stream, ">"}, Count: 10}).Result()
+	if err != nil || len(res) != 1 || len(res[0].Messages) != 1 || res[0].Messages[0].ID != "1-1" {
+		t.Fatalf("XREADGROUP = %v, %v", res, err)
+	}
+	const key = "counter:7"
+	n, err := c.Eval(ctx, "return redis.call('INCRBY', KEYS[1], ARGV[1])", []string{key}, 5).Int()
+	if err != nil || n != 5 {
+		t.Fatalf("EVAL = %d, %v", n, err)
+	}
+	for i, s := range servers {
+		if s.Exists(stream) != (i == owner) {
+			t.Fatalf("stream on server %d = %v, owner %d", i, s.Exists(stream), owner)
+		}
+		if s.Exists(key) != (i == c.GetShardInfo(key).Index) {
+			t.Fatalf("EVAL's key on server %d = %v", i, s.Exists(key))
+		}
+	}
+}

@@ -257,6 +257,14 @@ func compareRendezvous(a, b *Ring, same []int) Diff {
 	return newDiff(a, b, moved)
 }
 
+// Owners returns the owner of key in ring before and in ring after (indices
+// in each ring's node list), and whether it changes: whether they are
+// different nodes by the identity Compare uses.
+func Owners(before, after *Ring, key string) (from, to int, moved bool) {
+	from, to = before.Locate(key), after.Locate(key)
+	return from, to, before.id(from) != after.id(to)
+}
+
 // mergePoints yields the union of two sorted point lists, in order, once each.
 func mergePoints(a, b []vnode, yield func(uint64)) {
 	i, j := 0, 0
