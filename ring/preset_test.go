@@ -23,22 +23,7 @@ func TestGoldenPresets(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.file, func(t *testing.T) {
-			r, err := New(c.nodes, c.opt)
-			if err != nil {
-				t.Fatal(err)
-			}
-			keys, cols := readRouting(t, "testdata/presets/"+c.file+".tsv")
-			counts := make([]int, len(c.nodes))
-			for i, k := range keys {
-				got := r.Locate(k)
-				counts[got]++
-				if got != cols[i][0] {
-					t.Errorf("Locate(%q) = %d, want %d", k, got, cols[i][0])
-				}
-			}
-			if c.want != nil && fmt.Sprint(counts) != fmt.Sprint(c.want) {
-				t.Errorf("counts %v, want %v", counts, c.want)
-			}
+			checkRouting(t, "testdata/presets/"+c.file+".tsv", mustNew(t, c.nodes, c.opt), c.want)
 		})
 	}
 }
