@@ -18,8 +18,9 @@ import (
 
 // mcServer is one memcached server started for a test.
 type mcServer struct {
-	addr string // "127.0.0.1:<port>"
-	stop func() // stops the server; safe to call again (t.Cleanup does)
+	addr string      // "127.0.0.1:<port>"
+	stop func()      // stops the server; safe to call again (t.Cleanup does)
+	proc *os.Process // a real memcached's process; nil for minimemcached
 }
 
 // memcacheBackends are the servers the memcache tests run against: the
@@ -140,7 +141,7 @@ func runMemcached(path, network, addr string, args ...string) (*mcServer, error)
 		}
 		if c, err := net.DialTimeout(network, addr, 100*time.Millisecond); err == nil {
 			c.Close()
-			return &mcServer{addr: addr, stop: stop}, nil
+			return &mcServer{addr: addr, stop: stop, proc: cmd.Process}, nil
 		}
 		if time.Now().After(deadline) {
 			stop()
