@@ -3,8 +3,8 @@ package integration_test
 import (
 	"bytes"
 	"errors"
-	"os"
 	"net"
+	"os"
 	"runtime"
 	"strconv"
 	"syscall"
