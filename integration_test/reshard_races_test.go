@@ -275,3 +275,154 @@ func TestReshardWithEjectedShard(t *testing.T) {
 		t.Fatalf("migration with an ejected source: %v", err)
 	}
 }
+
+// Watch's fn may use the client itself while a resharding begins: moves do
+// not wait for fn.
+func TestReshardWatchFnUsesClientDuringBegin(t *testing.T) {
+	_, c, shards := fourNamed(t, shardedredis.Health{})
+	k, _ := movingKey(t, c, shards, "n")
+	c.Set(ctx, k, "v", 0)
+	began := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- c.Watch(ctx, func(tx *goredis.Tx) error {
+			<-began
+			if v, err := c.Get(ctx, k).Result(); err != nil || v != "v" {
+				return fmt.Errorf("GET inside fn = %q, %v", v, err)
+			}
+			_, err := c.Pipelined(ctx, func(p goredis.Pipeliner) error { p.Set(ctx, k, "w", 0); return nil })
+			return err
+		}, "w:"+k)
+	}()
+	time.Sleep(20 * time.Millisecond)
+	if err := c.BeginResharding(shards); err != nil {
+		t.Fatal(err)
+	}
+	close(began)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Watch deadlocked on a command of its fn")
+	}
+	if v, _ := c.Get(ctx, k).Result(); v != "w" {
+		t.Fatalf("GET = %q, want w", v)
+	}
+}
+
+// A key the previous step of a resharding was still moving waits in the
+// next step too: a DEL after EndResharding and a new BeginResharding sticks.
+func TestReshardBackToBackMovesKeepGates(t *testing.T) {
+	servers, c, shards := fourNamed(t, shardedredis.Health{})
+	k, _ := movingKey(t, c, shards, "b")
+	c.Set(ctx, k, "old", 0)
+	if err := c.BeginResharding(shards); err != nil {
+		t.Fatal(err)
+	}
+	h := newHold(func(cmd goredis.Cmder) bool { return cmd.Name() == "restore" })
+	c.Shards()[3].Client.AddHook(h)
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = c.Get(ctx, k).Err() })
+	<-h.entered
+	if err := c.EndResharding(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.BeginResharding(shards); err != nil { // k does not move in this step
+		t.Fatal(err)
+	}
+	var n int64
+	wg.Go(func() { n, _ = c.Del(ctx, k).Result() })
+	time.Sleep(20 * time.Millisecond)
+	close(h.release)
+	wg.Wait()
+	if n != 1 || len(holders(servers, k)) != 0 {
+		t.Fatalf("DEL = %d; key on %v", n, holders(servers, k))
+	}
+}
+
+// A migration moves only the keys its move takes from a shard: a stray
+// stale copy left on a shard that no longer owns the key stays unreachable.
+func TestReshardMigrationIgnoresStrayCopies(t *testing.T) {
+	servers, c, shards := fourNamed(t, shardedredis.Health{})
+	two, _ := ring.New([]ring.Node{{Name: shards[0].Name}, {Name: shards[1].Name}})
+	three, _ := ring.New([]ring.Node{{Name: shards[0].Name}, {Name: shards[1].Name}, {Name: shards[2].Name}})
+	k := "stray"
+	for i := 0; two.Locate(k) != 1 || three.Locate(k) != 1; i++ {
+		k = "stray" + strconv.Itoa(i) // on shard 1 with two shards and with three
+	}
+	if err := c.SetShards(shards[:1]); err != nil {
+		t.Fatal(err)
+	}
+	c.Set(ctx, k, "stale", 0) // on shard 0, the only one
+	if err := c.SetShards(shards[:2]); err != nil {
+		t.Fatal(err)
+	}
+	c.Set(ctx, k, "fresh", 0)
+	c.Del(ctx, k)
+	if err := c.BeginResharding(shards[:3]); err != nil {
+		t.Fatal(err)
+	}
+	m, err := c.NewMigration(shardedredis.MigrateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Get(ctx, k).Err(); err != goredis.Nil {
+		t.Fatalf("GET of a deleted key after the migration: %v (stray copy on %v)", err, holders(servers, k))
+	}
+}
+
+// Close returns although a command that never ends (BLPOP 0) holds a view
+// that SetShards replaced.
+func TestCloseWithBlockingCommandOnRetiredView(t *testing.T) {
+	_, c, shards := fourNamed(t, shardedredis.Health{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = c.BLPop(ctx, 0, "queue").Err()
+	}()
+	time.Sleep(50 * time.Millisecond)
+	if err := c.SetShards(shards[:2]); err != nil {
+		t.Fatal(err)
+	}
+	closed := make(chan struct{})
+	go func() { _ = c.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close hangs")
+	}
+	<-done
+}
+
+// A shard that the resharding removes and that dies meanwhile is ejected
+// (EjectMode): the keys it held fail no more.
+func TestReshardDepartingShardEjected(t *testing.T) {
+	h := shardedredis.Health{Mode: shardedclient.EjectMode, FailureLimit: 1, RetryTimeout: time.Hour}
+	servers, c, shards := fourNamed(t, h)
+	var onC []string
+	for i := range 300 {
+		k := "dep" + strconv.Itoa(i)
+		c.Set(ctx, k, "v", 0)
+		if c.GetShardInfo(k).Index == 2 {
+			onC = append(onC, k)
+		}
+	}
+	if err := c.BeginResharding(shards[:2]); err != nil { // drop shard 2
+		t.Fatal(err)
+	}
+	servers[2].Close()
+	_ = c.Get(ctx, onC[0]).Err() // the first failure ejects it
+	if !c.Stats()[2].Ejected {
+		t.Fatalf("the departing shard was not ejected: %+v", c.Stats()[2])
+	}
+	for _, k := range onC[1:] {
+		if err := c.Get(ctx, k).Err(); err != goredis.Nil {
+			t.Fatalf("GET %s after the departing shard's ejection: %v, want a miss", k, err)
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -80,6 +81,7 @@ type ShardedClient struct {
 	// key apart.
 	copyExpiration atomic.Int32
 	moveLocks      shardedclient.KeyLocks
+	reshardMu      sync.Mutex // serializes BeginResharding
 }
 
 // NewShardedClient builds a ShardedClient with one gomemcache client per

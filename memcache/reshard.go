@@ -7,6 +7,7 @@ import (
 	"github.com/bradfitz/gomemcache/memcache"
 
 	"github.com/shardedcache/shardedcache/ring"
+	"github.com/shardedcache/shardedcache/shardedclient"
 )
 
 // ReshardOptions configure BeginResharding.
@@ -42,11 +43,19 @@ func (c *ShardedClient) PlanResharding(shards []ShardOptions) (ring.Diff, error)
 // a value. Shards with the same name, address and settings keep their
 // client. Every client of the same servers must switch at the same time.
 func (c *ShardedClient) BeginResharding(shards []ShardOptions, opt ReshardOptions) error {
+	c.reshardMu.Lock() // one BeginResharding at a time
+	defer c.reshardMu.Unlock()
 	return c.switchShards(shards, func(next []Shard) error {
+		v := c.shards.Acquire()
+		moving := v.Moving()
+		v.Release()
+		if moving {
+			return shardedclient.ErrMoveInProgress // the window keeps its expiration
+		}
 		old := c.copyExpiration.Swap(opt.CopyExpiration)
 		err := c.shards.BeginMove(next)
 		if err != nil {
-			c.copyExpiration.Store(old) // the window in progress keeps its own
+			c.copyExpiration.Store(old) // no window began: nothing copied meanwhile
 		}
 		return err
 	})

@@ -296,8 +296,10 @@ func (c *ShardedClient) Watch(ctx context.Context, fn func(*goredis.Tx) error, k
 	if len(keys) == 0 {
 		return &UnsupportedError{Command: "watch", Reason: "no keys, so no shard"}
 	}
-	v := c.shards.Acquire()
-	defer v.Release()
+	// Pinned, not acquired: fn may run commands of its own through c, and
+	// moves must not wait for fn (that would deadlock).
+	v := c.shards.Pin()
+	defer v.Unpin()
 	ks := keyShards{v: v, name: "watch", args: make([]any, 0, len(keys)+1), shard: noKeys}
 	ks.args = append(ks.args, "watch")
 	for _, k := range keys {
@@ -325,8 +327,8 @@ func (c *ShardedClient) Watch(ctx context.Context, fn func(*goredis.Tx) error, k
 // ForEachShard calls fn with every shard's client, in parallel, and returns
 // the errors joined, each a *shardedclient.ShardError naming its shard.
 func (c *ShardedClient) ForEachShard(ctx context.Context, fn func(ctx context.Context, client *goredis.Client) error) error {
-	v := c.shards.Acquire()
-	defer v.Release()
+	v := c.shards.Pin() // fn may run commands through c (see Watch)
+	defer v.Unpin()
 	errs := make([]error, v.Len())
 	var wg sync.WaitGroup
 	for i := range v.Len() {

@@ -47,6 +47,7 @@ type Migration struct {
 	c        *ShardedClient
 	opt      MigrateOptions
 	limiter  *rate.Limiter
+	chunk    int // keys moved per batch: BatchSize, at most a second's worth
 	progress []*shardProgress
 }
 
@@ -77,9 +78,12 @@ func (c *ShardedClient) NewMigration(opt MigrateOptions) (*Migration, error) {
 	if opt.Parallelism <= 0 {
 		opt.Parallelism = 4
 	}
-	m := &Migration{c: c, opt: opt, limiter: rate.NewLimiter(rate.Inf, 0)}
+	m := &Migration{c: c, opt: opt, limiter: rate.NewLimiter(rate.Inf, 0), chunk: opt.BatchSize}
 	if opt.KeysPerSecond > 0 {
-		m.limiter = rate.NewLimiter(rate.Limit(opt.KeysPerSecond), opt.BatchSize)
+		// A burst of at most a second's worth of keys, and batches no
+		// larger than the burst.
+		m.chunk = max(1, min(opt.BatchSize, int(opt.KeysPerSecond)))
+		m.limiter = rate.NewLimiter(rate.Limit(opt.KeysPerSecond), m.chunk)
 	}
 	for i := range prev.Len() {
 		idx := v.PreviousIndex(i)
@@ -152,24 +156,34 @@ func (m *Migration) scanPage(ctx context.Context, v *view, p *shardProgress) (ui
 	if err != nil {
 		return 0, fmt.Errorf("shardedcache: migrate: %w", v.Err(p.index, err))
 	}
-	for batch := range slices.Chunk(keys, m.opt.BatchSize) {
+	for batch := range slices.Chunk(keys, m.chunk) {
 		if err := m.limiter.WaitN(ctx, len(batch)); err != nil {
 			return 0, err
 		}
 		p.scanned.Add(int64(len(batch)))
 		var moved []movedKey
+		var gates []<-chan struct{}
 		for _, k := range batch {
-			if to := v.Locate(k); to != p.index {
-				moved = append(moved, movedKey{key: k, from: p.index, to: to})
-			} else {
+			// Only keys that the move takes from this shard: a stray copy
+			// (left by an ejection or SetShards) is not the key's value.
+			from, to, isMoved := v.Moved(k)
+			if !isMoved || from != p.index {
 				p.skipped.Add(1)
+				continue
+			}
+			moved = append(moved, movedKey{key: k, from: from, to: to})
+			if g := v.Gate(k); g != nil && !slices.Contains(gates, g) {
+				gates = append(gates, g)
 			}
 		}
 		if len(moved) == 0 {
 			continue
 		}
+		if err := waitGates(ctx, gates); err != nil {
+			return 0, err
+		}
 		var counts moveCounts
-		err := m.c.settleWith(ctx, v, moved, v.Gate(moved[0].key), func() (err error) {
+		err := m.c.settleWith(ctx, v, moved, nil, func() (err error) {
 			counts, err = moveKeys(ctx, v, moved)
 			return err
 		})
@@ -204,4 +218,16 @@ func (m *Migration) Cursors() map[string]uint64 {
 		}
 	}
 	return out
+}
+
+// waitGates waits until every gate is open, or ctx ends.
+func waitGates(ctx context.Context, gates []<-chan struct{}) error {
+	for _, g := range gates {
+		select {
+		case <-g:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
 }

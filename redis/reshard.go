@@ -78,10 +78,8 @@ func (c *ShardedClient) settle(ctx context.Context, v *view, moved []movedKey, g
 // settleWith waits for gate, then runs move with the stripes of moved locked.
 func (c *ShardedClient) settleWith(ctx context.Context, v *view, moved []movedKey, gate <-chan struct{}, move func() error) error {
 	if gate != nil {
-		select {
-		case <-gate:
-		case <-ctx.Done():
-			return ctx.Err()
+		if err := waitGates(ctx, []<-chan struct{}{gate}); err != nil {
+			return err
 		}
 	}
 	if len(moved) == 0 {

@@ -186,7 +186,7 @@ func (s *Sharded[C]) eject(h *shardHealth, cause error) {
 	if s.closed || i < 0 || h.ejected.Load() {
 		return
 	}
-	live, err := cur.live.Eject(i)
+	live, err := cur.changeLive(i, (*ring.Ring).Eject)
 	if err != nil {
 		return // the last live shard stays: its keys fail instead
 	}
@@ -243,7 +243,7 @@ func (s *Sharded[C]) retry(h *shardHealth) {
 		s.scheduleRetry(h)
 		return
 	}
-	live, rerr := cur.live.Rejoin(i)
+	live, rerr := cur.changeLive(i, (*ring.Ring).Rejoin)
 	if rerr != nil {
 		s.scheduleRetry(h)
 		return
@@ -288,8 +288,19 @@ func (s *Sharded[C]) probeLoop() {
 
 // with returns a view of v's shards with another live ring.
 func (v *View[C]) with(live *ring.Ring) *View[C] {
-	return &View[C]{parent: v.parent, shards: v.shards, full: v.full, live: live, health: v.health,
-		prev: v.prev, prevIdx: v.prevIdx, gate: v.gate, drained: make(chan struct{})}
+	return (&View[C]{parent: v.parent, shards: v.shards, full: v.full, live: live, health: v.health,
+		prev: v.prev, prevIdx: v.prevIdx, gates: openGates(v.gates)}).init()
+}
+
+// changeLive applies an ejection or a rejoin of shard i to v's live ring.
+// A shard that a move is removing is not on it (it owns no key there) and
+// leaves it unchanged; withPrevious still applies the change to the ring
+// the move started from.
+func (v *View[C]) changeLive(i int, change func(*ring.Ring, ...int) (*ring.Ring, error)) (*ring.Ring, error) {
+	if i >= v.live.Len() {
+		return v.live, nil
+	}
+	return change(v.live, i)
 }
 
 // withPrevious applies an ejection or a rejoin of shard i (change) to v's

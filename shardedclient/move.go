@@ -38,9 +38,10 @@ func (s *Sharded[C]) BeginMove(shards []Shard[C]) error {
 		v.prevIdx[i] = j
 	}
 	v.prev = cur.live
-	v.gate = &moveGate{prev: v.prev, prevIdx: v.prevIdx, next: v.live, done: make(chan struct{})}
+	g := &moveGate{prev: v.prev, prevIdx: v.prevIdx, next: v.live, done: make(chan struct{})}
+	v.gates = append(v.gates, g)
 	s.swap(v, false)
-	s.openGate(v.gate)
+	s.openGate(g)
 	return nil
 }
 
@@ -61,11 +62,11 @@ func (s *Sharded[C]) EndMove() error {
 	for _, h := range cur.health[n:] {
 		h.stopTimer()
 	}
-	v := &View[C]{parent: s, shards: cur.shards[:n:n], full: cur.full, live: cur.live,
-		health: cur.health[:n:n], drained: make(chan struct{}),
-		gate: &moveGate{prev: cur.prev, prevIdx: cur.prevIdx, next: cur.live, done: make(chan struct{})}}
+	g := &moveGate{prev: cur.prev, prevIdx: cur.prevIdx, next: cur.live, done: make(chan struct{})}
+	v := (&View[C]{parent: s, shards: cur.shards[:n:n], full: cur.full, live: cur.live,
+		health: cur.health[:n:n], gates: append(openGates(cur.gates), g)}).init()
 	s.swap(v, true)
-	s.openGate(v.gate)
+	s.openGate(g)
 	return nil
 }
 
@@ -82,8 +83,9 @@ type moveGate struct {
 	done    chan struct{}
 }
 
-// openGate closes g.done once every retired view has drained, or at Close;
-// s.mu is held.
+// openGate closes g.done once every retired view has drained (their
+// commands have ended; callbacks that Pin a view are not waited for), or at
+// Close; s.mu is held.
 func (s *Sharded[C]) openGate(g *moveGate) {
 	waitFor := slices.Clone(s.retired)
 	s.wg.Add(1)
@@ -100,24 +102,35 @@ func (s *Sharded[C]) openGate(g *moveGate) {
 	}()
 }
 
-// Gate returns, for a key that the latest move changed, a channel closed
-// once the commands begun before that move's last step (BeginMove or
-// EndMove) have ended; the caller waits on it before using the key. It
-// returns nil when there is nothing to wait for.
+// Gate returns, for a key that a recent move changed (BeginMove or
+// EndMove), a channel closed once the commands begun before that step have
+// ended; the caller waits on it before using the key. It returns nil when
+// there is nothing to wait for.
 func (v *View[C]) Gate(key string) <-chan struct{} {
-	g := v.gate
-	if g == nil {
-		return nil
+	for _, g := range v.gates {
+		select {
+		case <-g.done:
+			continue
+		default:
+		}
+		if g.prevIdx[g.prev.Locate(key)] != g.next.Locate(key) {
+			return g.done
+		}
 	}
-	select {
-	case <-g.done:
-		return nil
-	default:
+	return nil
+}
+
+// openGates returns the gates of gates that are still closed.
+func openGates(gates []*moveGate) []*moveGate {
+	var out []*moveGate
+	for _, g := range gates {
+		select {
+		case <-g.done:
+		default:
+			out = append(out, g)
+		}
 	}
-	if g.prevIdx[g.prev.Locate(key)] == g.next.Locate(key) {
-		return nil
-	}
-	return g.done
+	return out
 }
 
 // Moving reports whether a move is in progress in v.

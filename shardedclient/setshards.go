@@ -45,19 +45,23 @@ func (s *Sharded[C]) nextView(shards []Shard[C]) (cur, next *View[C], err error)
 		return nil, nil, ErrMoveInProgress
 	}
 	next, err = s.newView(shards, cur)
+	if err == nil {
+		next.gates = openGates(cur.gates) // a key a recent move changed still waits
+	}
 	return cur, next, err
 }
 
 // swap makes v the current view and retires the old one. With closeOld,
 // the clients that v does not hold are closed once every retired view (an
-// ejection's view shares its predecessor's clients) has no command left.
+// ejection's view shares its predecessor's clients) has no command or
+// pinned callback left, or at Close.
 // s.mu is held.
 func (s *Sharded[C]) swap(v *View[C], closeOld bool) {
 	old := s.view.Swap(v)
 	old.retire()
 	s.retired = slices.DeleteFunc(append(s.retired, old), func(r *View[C]) bool {
 		select {
-		case <-r.drained:
+		case <-r.unpinned:
 			return true
 		default:
 			return false
@@ -80,7 +84,10 @@ func (s *Sharded[C]) swap(v *View[C], closeOld bool) {
 	go func() {
 		defer s.wg.Done()
 		for _, r := range waitFor {
-			<-r.drained
+			select {
+			case <-r.unpinned:
+			case <-s.stop: // Close: a command that never ends must not hold it up
+			}
 		}
 		for _, c := range stale {
 			_ = c.Close()

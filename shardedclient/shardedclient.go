@@ -110,7 +110,8 @@ func (s *Sharded[C]) newView(shards []Shard[C], old *View[C]) (*View[C], error) 
 		return nil, err
 	}
 	v := &View[C]{parent: s, shards: make([]Shard[C], len(shards)), full: full, live: full,
-		health: make([]*shardHealth, len(shards)), drained: make(chan struct{})}
+		health: make([]*shardHealth, len(shards))}
+	v.init()
 	var ejected []int
 	for i, n := range full.Nodes() {
 		v.shards[i] = shards[i]
@@ -173,43 +174,87 @@ type View[C any] struct {
 	// shards; the shards that the move removes follow the target's shards.
 	prev    *ring.Ring
 	prevIdx []int
-	// gate holds back the keys a move changes until the commands begun on
-	// the views before it have ended (see moveGate).
-	gate *moveGate
+	// gates hold back the keys that recent moves change until the commands
+	// begun on the views before them have ended (see moveGate); the open
+	// ones are dropped as views are built.
+	gates []*moveGate
 
-	inflight atomic.Int64  // Acquire calls not yet released
-	retired  atomic.Bool   // a newer view has replaced this one
-	drained  chan struct{} // closed once retired and no longer in use
-	once     sync.Once
+	inflight     atomic.Int64  // Acquire calls not yet released (gates wait for them)
+	pinned       atomic.Int64  // Pin calls not yet released (closing a client waits for them)
+	retired      atomic.Bool   // a newer view has replaced this one
+	drained      chan struct{} // closed once retired and no command uses it
+	once         sync.Once
+	unpinned     chan struct{} // closed once drained and no callback uses it either
+	unpinnedOnce sync.Once
 }
 
 // Acquire returns the current View for one command; the caller must call
 // Release when the command has ended. Until then the View's clients stay
-// open even if SetShards replaces them.
-func (s *Sharded[C]) Acquire() *View[C] {
+// open even if SetShards replaces them, and the keys a later move changes
+// wait for the command (see BeginMove).
+func (s *Sharded[C]) Acquire() *View[C] { return s.acquire(false) }
+
+// Pin is Acquire for a user callback that may itself run commands (Watch,
+// ForEachShard); the caller must call Unpin. The View's clients stay open
+// until then, but moves do not wait for it, so the callback's own commands
+// cannot deadlock on it.
+func (s *Sharded[C]) Pin() *View[C] { return s.acquire(true) }
+
+func (s *Sharded[C]) acquire(pin bool) *View[C] {
 	for {
 		v := s.view.Load()
-		v.inflight.Add(1)
+		v.use(pin, 1)
 		if s.view.Load() == v {
 			return v
 		}
-		v.Release() // replaced meanwhile: take the new one
+		v.use(pin, -1) // replaced meanwhile: take the new one
+		v.settle()
+	}
+}
+
+// use counts an Acquire (or Pin) of v in or out.
+func (v *View[C]) use(pin bool, n int64) {
+	if pin {
+		v.pinned.Add(n)
+	} else {
+		v.inflight.Add(n)
 	}
 }
 
 // Release ends a use of v begun by Acquire.
 func (v *View[C]) Release() {
-	if v.inflight.Add(-1) == 0 && v.retired.Load() {
-		v.once.Do(func() { close(v.drained) })
+	v.inflight.Add(-1)
+	v.settle()
+}
+
+// Unpin ends a use of v begun by Pin.
+func (v *View[C]) Unpin() {
+	v.pinned.Add(-1)
+	v.settle()
+}
+
+// settle closes the channels that v's counts now allow, once retired.
+func (v *View[C]) settle() {
+	if !v.retired.Load() || v.inflight.Load() != 0 {
+		return
+	}
+	v.once.Do(func() { close(v.drained) })
+	if v.pinned.Load() == 0 {
+		v.unpinnedOnce.Do(func() { close(v.unpinned) })
 	}
 }
 
-// retire marks v replaced; drained is closed once no command uses it.
+// retire marks v replaced; drained is closed once no command uses it, and
+// unpinned once no callback does either.
 func (v *View[C]) retire() {
 	v.retired.Store(true)
-	if v.inflight.Load() == 0 {
-		v.once.Do(func() { close(v.drained) })
-	}
+	v.settle()
+}
+
+// init makes v's channels.
+func (v *View[C]) init() *View[C] {
+	v.drained, v.unpinned = make(chan struct{}), make(chan struct{})
+	return v
 }
 
 // Locate returns the index of the live shard that owns key.
@@ -241,7 +286,12 @@ func (v *View[C]) Err(i int, err error) error {
 
 // Ejected reports whether shard i is ejected in this view. (A shard that a
 // move is removing owns no key but is not ejected.)
-func (v *View[C]) Ejected(i int) bool { return i < v.live.Len() && v.live.Ejected(i) }
+func (v *View[C]) Ejected(i int) bool {
+	if i < v.live.Len() {
+		return v.live.Ejected(i)
+	}
+	return v.health[i].ejected.Load()
+}
 
 // Ring returns the ring of the live shards.
 func (v *View[C]) Ring() *ring.Ring { return v.live }
