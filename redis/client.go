@@ -291,7 +291,11 @@ func (c *ShardedClient) Do(ctx context.Context, args ...any) *goredis.Cmd {
 // else it returns a *CrossShardError. Commands that fn sends through its
 // *redis.Tx run on that shard: one whose keys are on another shard fails
 // with a *CrossShardError, sent nowhere. During resharding, every key is
-// moved to its new owner before a command uses it, inside fn too.
+// moved to its new owner before a command uses it, inside fn too. fn may run
+// commands through the ShardedClient itself; for that, a resharding that
+// begins while fn runs does not wait for fn's transaction, whose writes then
+// go to the shard fn started on: do not begin a resharding under long
+// transactions.
 func (c *ShardedClient) Watch(ctx context.Context, fn func(*goredis.Tx) error, keys ...string) error {
 	if len(keys) == 0 {
 		return &UnsupportedError{Command: "watch", Reason: "no keys, so no shard"}
