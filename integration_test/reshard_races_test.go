@@ -114,33 +114,44 @@ func TestReshardWriteInFlightAtBeginKept(t *testing.T) {
 }
 
 // A key deleted just after EndResharding stays deleted, even when a command
-// of the window was still moving it.
+// of the window was still moving it; also when a new resharding, in which
+// the key does not move, begins at once (the earlier step's gate carries
+// over).
 func TestReshardDeleteAfterEndSticks(t *testing.T) {
-	servers, c, shards := fourNamed(t, shardedredis.Health{})
-	k, _ := movingKey(t, c, shards, "d")
-	c.Set(ctx, k, "v", 0)
-	if err := c.BeginResharding(shards); err != nil {
-		t.Fatal(err)
-	}
-	h := newHold(func(cmd goredis.Cmder) bool { return cmd.Name() == "restore" })
-	c.Shards()[3].Client.AddHook(h)
-	var wg sync.WaitGroup
-	wg.Go(func() { _ = c.Get(ctx, k).Err() })
-	<-h.entered
-	if err := c.EndResharding(); err != nil {
-		t.Fatal(err)
-	}
-	var n int64
-	var delErr error
-	wg.Go(func() { n, delErr = c.Del(ctx, k).Result() }) // waits for the GET's move
-	time.Sleep(20 * time.Millisecond)
-	close(h.release)
-	wg.Wait()
-	if delErr != nil || n != 1 {
-		t.Fatalf("DEL = %d, %v; want 1", n, delErr)
-	}
-	if err := c.Get(ctx, k).Err(); err != goredis.Nil || len(holders(servers, k)) != 0 {
-		t.Fatalf("deleted key came back: %v on %v", err, holders(servers, k))
+	for _, beginAgain := range []bool{false, true} {
+		t.Run(fmt.Sprintf("begin-again=%v", beginAgain), func(t *testing.T) {
+			servers, c, shards := fourNamed(t, shardedredis.Health{})
+			k, _ := movingKey(t, c, shards, "d")
+			c.Set(ctx, k, "v", 0)
+			if err := c.BeginResharding(shards); err != nil {
+				t.Fatal(err)
+			}
+			h := newHold(func(cmd goredis.Cmder) bool { return cmd.Name() == "restore" })
+			c.Shards()[3].Client.AddHook(h)
+			var wg sync.WaitGroup
+			wg.Go(func() { _ = c.Get(ctx, k).Err() })
+			<-h.entered
+			if err := c.EndResharding(); err != nil {
+				t.Fatal(err)
+			}
+			if beginAgain {
+				if err := c.BeginResharding(shards); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var n int64
+			var delErr error
+			wg.Go(func() { n, delErr = c.Del(ctx, k).Result() }) // waits for the GET's move
+			time.Sleep(20 * time.Millisecond)
+			close(h.release)
+			wg.Wait()
+			if delErr != nil || n != 1 {
+				t.Fatalf("DEL = %d, %v; want 1", n, delErr)
+			}
+			if err := c.Get(ctx, k).Err(); err != goredis.Nil || len(holders(servers, k)) != 0 {
+				t.Fatalf("deleted key came back: %v on %v", err, holders(servers, k))
+			}
+		})
 	}
 }
 
@@ -309,36 +320,6 @@ func TestReshardWatchFnUsesClientDuringBegin(t *testing.T) {
 	}
 	if v, _ := c.Get(ctx, k).Result(); v != "w" {
 		t.Fatalf("GET = %q, want w", v)
-	}
-}
-
-// A key the previous step of a resharding was still moving waits in the
-// next step too: a DEL after EndResharding and a new BeginResharding sticks.
-func TestReshardBackToBackMovesKeepGates(t *testing.T) {
-	servers, c, shards := fourNamed(t, shardedredis.Health{})
-	k, _ := movingKey(t, c, shards, "b")
-	c.Set(ctx, k, "old", 0)
-	if err := c.BeginResharding(shards); err != nil {
-		t.Fatal(err)
-	}
-	h := newHold(func(cmd goredis.Cmder) bool { return cmd.Name() == "restore" })
-	c.Shards()[3].Client.AddHook(h)
-	var wg sync.WaitGroup
-	wg.Go(func() { _ = c.Get(ctx, k).Err() })
-	<-h.entered
-	if err := c.EndResharding(); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.BeginResharding(shards); err != nil { // k does not move in this step
-		t.Fatal(err)
-	}
-	var n int64
-	wg.Go(func() { n, _ = c.Del(ctx, k).Result() })
-	time.Sleep(20 * time.Millisecond)
-	close(h.release)
-	wg.Wait()
-	if n != 1 || len(holders(servers, k)) != 0 {
-		t.Fatalf("DEL = %d; key on %v", n, holders(servers, k))
 	}
 }
 
