@@ -94,7 +94,8 @@ func BenchmarkRoute(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		v := c.shards.Acquire()
-		_, err := route(v, cmd)
+		var r keyShards
+		err := route(v, cmd, &r)
 		v.Release()
 		if err != nil {
 			b.Fatal(err)

@@ -304,11 +304,14 @@ func (c *ShardedClient) Watch(ctx context.Context, fn func(*goredis.Tx) error, k
 	// moves must not wait for fn (that would deadlock).
 	v := c.shards.Pin()
 	defer v.Unpin()
-	ks := keyShards{v: v, name: "watch", args: make([]any, 0, len(keys)+1), shard: noKeys}
-	ks.args = append(ks.args, "watch")
+	args := make([]any, 0, len(keys)+1)
+	args = append(args, "watch")
 	for _, k := range keys {
-		ks.args = append(ks.args, k)
-		ks.add(len(ks.args) - 1)
+		args = append(args, k)
+	}
+	var ks keyShards
+	if err := keysOf(v, goredis.NewStatusCmd(ctx, args...), &ks); err != nil {
+		return err
 	}
 	if ks.shard == manyShard {
 		return crossShard(v, "watch", ks.all)

@@ -70,61 +70,55 @@ func (g guard) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.Pro
 // with every key on the guarded shard, whose keys it first settles during
 // resharding.
 func (g guard) check(ctx context.Context, cmd goredis.Cmder) error {
-	info, ks, err := keysOf(g.v, cmd)
-	if err != nil || ks.shard == noKeys {
+	var ks keyShards
+	if err := keysOf(g.v, cmd, &ks); err != nil || ks.shard == noKeys {
 		return err
 	}
 	if ks.shard == g.shard {
 		return g.c.settle(ctx, g.v, ks.moved, ks.gate)
 	}
 	ks.addShard(g.shard)
-	return crossShard(g.v, info.Name, ks.all)
+	return crossShard(g.v, ks.info.Name, ks.all)
 }
 
 // view is one snapshot of the shards, for the whole of a command.
 type view = shardedclient.View[*goredis.Client]
 
-// keysOf finds cmd in Redis's command table and the shards of its keys.
-func keysOf(v *view, cmd goredis.Cmder) (*commands.Info, keyShards, error) {
+// keysOf finds cmd in Redis's command table (ks.info) and the shards of its
+// keys, into ks.
+func keysOf(v *view, cmd goredis.Cmder, ks *keyShards) error {
 	args := cmd.Args()
 	info, err := commands.Lookup(args)
 	if err != nil {
-		return nil, keyShards{}, &UnsupportedError{Command: cmd.Name(), Reason: err.Error()}
+		return &UnsupportedError{Command: cmd.Name(), Reason: err.Error()}
 	}
-	ks := keyShards{v: v, name: info.Name, args: args, shard: noKeys}
+	*ks = keyShards{v: v, info: info, args: args, shard: noKeys}
 	if err := info.KeyPositions(args, ks.add); err != nil {
-		return nil, ks, &UnsupportedError{Command: info.Name, Reason: err.Error()}
+		return &UnsupportedError{Command: info.Name, Reason: err.Error()}
 	}
-	return info, ks, ks.err
+	return ks.err
 }
 
-// routing is where a command runs: its shard, or fanOut with the command's
-// table entry when it runs on several shards; and, during resharding, its
-// keys that must first reach their new owner.
-type routing struct {
-	shard int
-	info  *commands.Info
-	moved []movedKey
-	gate  <-chan struct{}
-}
-
-// route finds where cmd runs.
-func route(v *view, cmd goredis.Cmder) (routing, error) {
-	info, ks, err := keysOf(v, cmd)
-	r := routing{shard: ks.shard, info: info, moved: ks.moved, gate: ks.gate}
-	switch {
-	case err != nil:
-		return routing{}, err
-	case ks.shard >= 0:
-		return r, nil
-	case ks.shard == noKeys && info.Request == commands.AllShards,
-		ks.shard == manyShard && info.Request == commands.MultiShard:
+// route finds where cmd runs: r.shard is its shard, or fanOut when it runs
+// on several (r.info is then its table entry); during and after resharding,
+// r.moved are its keys that must first reach their new owner and r.gate
+// what they wait for. r is the caller's, so that the hot path copies
+// nothing.
+func route(v *view, cmd goredis.Cmder, r *keyShards) error {
+	if err := keysOf(v, cmd, r); err != nil {
+		return err
+	}
+	switch info := r.info; {
+	case r.shard >= 0:
+		return nil
+	case r.shard == noKeys && info.Request == commands.AllShards,
+		r.shard == manyShard && info.Request == commands.MultiShard:
 		r.shard = fanOut
-		return r, fanOutOf(info, cmd)
-	case ks.shard == noKeys:
-		return routing{}, &UnsupportedError{Command: info.Name, Reason: "a command without keys has no shard"}
+		return fanOutOf(info, cmd)
+	case r.shard == noKeys:
+		return &UnsupportedError{Command: info.Name, Reason: "a command without keys has no shard"}
 	}
-	return routing{}, crossShard(v, info.Name, ks.all)
+	return crossShard(v, r.info.Name, r.all)
 }
 
 // fanOutOf accepts a command that runs on several shards when its replies
@@ -162,7 +156,7 @@ const (
 // a type that go-redis does not send.
 type keyShards struct {
 	v     *view
-	name  string
+	info  *commands.Info
 	args  []any
 	shard int
 	all   []int           // the shards involved, once more than one is
@@ -174,7 +168,7 @@ type keyShards struct {
 func (k *keyShards) add(pos int) {
 	key, ok := commands.Arg(k.args[pos])
 	if !ok {
-		k.err = &UnsupportedError{Command: k.name, Reason: fmt.Sprintf("key argument %d has type %T", pos, k.args[pos])}
+		k.err = &UnsupportedError{Command: k.info.Name, Reason: fmt.Sprintf("key argument %d has type %T", pos, k.args[pos])}
 		return
 	}
 	if g := k.v.Gate(key); g != nil {
@@ -261,8 +255,8 @@ func (c *ShardedClient) process(ctx context.Context, cmd goredis.Cmder) error {
 			return randomKey(ctx, v, cmd)
 		}
 	}
-	r, err := route(v, cmd)
-	if err != nil {
+	var r keyShards
+	if err := route(v, cmd, &r); err != nil {
 		return err
 	}
 	if err := c.settle(ctx, v, r.moved, r.gate); err != nil {
@@ -291,8 +285,9 @@ func (c *ShardedClient) processPipeline(ctx context.Context, cmds []goredis.Cmde
 	var fans []*fanout
 	var moved []movedKey
 	var gate <-chan struct{}
+	var r keyShards
 	for _, cmd := range cmds {
-		r, err := route(v, cmd)
+		err := route(v, cmd, &r)
 		moved = append(moved, r.moved...)
 		if r.gate != nil {
 			gate = r.gate
@@ -331,8 +326,9 @@ func (c *ShardedClient) processTx(ctx context.Context, cmds []goredis.Cmder) err
 	acc := keyShards{shard: noKeys}
 	var moved []movedKey
 	var gate <-chan struct{}
+	var r keyShards
 	for _, cmd := range inner {
-		r, err := route(v, cmd)
+		err := route(v, cmd, &r)
 		if err == nil && r.shard == fanOut {
 			err = &UnsupportedError{Command: r.info.Name, Reason: "it runs on several shards, so not in a transaction"}
 		}
