@@ -75,14 +75,7 @@ func multiErr(v *view, op string, shards []int, errs []error) error {
 // health and returns its error as the caller sees it: a transport failure
 // as a *shardedclient.ShardError naming the shard, anything else (nil,
 // memcached's answers) unchanged.
-func finish(v *view, i int, err error) error {
-	t := transport(err)
-	v.Report(i, t)
-	if t == nil {
-		return err
-	}
-	return v.Err(i, err)
-}
+func finish(v *view, i int, err error) error { return v.Finish(i, err, transport(err)) }
 
 // transport returns err when it is a failure to reach the server or to
 // keep talking to it (refused or reset connection, timeout, end of

@@ -229,10 +229,7 @@ func transport(err error) error {
 
 // finish reports a call's outcome to shard i's health and returns its
 // error, named after the shard when it is a transport failure.
-func finish(v *view, i int, err error) error {
-	v.Report(i, transport(err))
-	return wrapErr(v, i, err)
-}
+func finish(v *view, i int, err error) error { return v.Finish(i, err, transport(err)) }
 
 // isReplyError reports whether err is an error reply of the server. (Apart
 // from wrapErr, so that the common nil error allocates nothing.)

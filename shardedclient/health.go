@@ -169,6 +169,18 @@ func (v *View[C]) Report(i int, err error) {
 	}
 }
 
+// Finish reports a call on shard i to its health and returns the call's
+// error as its caller sees it: err wrapped in a *ShardError naming the
+// shard when failure (the backend's judgement that err is a transport
+// failure, or nil) is set, else err unchanged.
+func (v *View[C]) Finish(i int, err, failure error) error {
+	v.Report(i, failure)
+	if failure == nil {
+		return err
+	}
+	return v.Err(i, err)
+}
+
 func (s *Sharded[C]) event(v *View[C], kind EventKind, i int, err error) {
 	if s.health.OnEvent != nil {
 		sh := v.shards[i]
