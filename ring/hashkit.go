@@ -35,9 +35,6 @@ import (
 // sign-extended to 0xFFFFFF80..0xFFFFFFFF.
 func hkSX32(b byte) uint32 { return uint32(int32(int8(b))) }
 
-// hkSX64 is a C signed char promoted to uint64.
-func hkSX64(b byte) uint64 { return uint64(int64(int8(b))) }
-
 // MD5Sum32 is twemproxy's "md5" (twemproxy 0.5.0 src/hashkit/nc_md5.c,
 // hash_md5) and libmemcached's MEMCACHED_HASH_MD5 (libmemcached 1.1.4
 // libhashkit): the MD5 digest of the key, of which the first 4 bytes are
@@ -60,14 +57,7 @@ func MD5Sum32(key []byte) uint32 {
 // true FNV-1a-64; for "café" it is 0xcef6bb89 (unsigned bytes would give
 // 0xcfa40d89). The tiny multiplier spreads similar keys badly.
 // The empty key gives 0x84222325.
-func FNV1a64Twemproxy(key []byte) uint32 {
-	h := uint32(0x84222325)
-	for _, b := range key {
-		h ^= hkSX32(b)
-		h *= 0x000001b3
-	}
-	return h
-}
+func FNV1a64Twemproxy(key []byte) uint32 { return fnv1a(key, 0x84222325, 0x1b3) }
 
 // FNV164 is twemproxy's "fnv1_64" (twemproxy 0.5.0 src/hashkit/nc_fnv.c,
 // hash_fnv1_64) and libmemcached's MEMCACHED_HASH_FNV1_64 (libmemcached 1.1.4
@@ -75,16 +65,9 @@ func FNV1a64Twemproxy(key []byte) uint32 {
 // each byte h *= 0x100000001b3; h ^= b, returning the low 32 bits uint32(h).
 // Bytes are signed, extended to 64 bits (0xFFFFFFFFFFFFFF00|b for b >= 0x80).
 // For ASCII keys this is the low 32 bits of a true FNV-1-64. Only the low 32
-// bits are returned, so the result equals the same loop in 32 bits with basis
-// 0x84222325 and prime 0x1b3. The empty key gives 0x84222325.
-func FNV164(key []byte) uint32 {
-	h := uint64(0xcbf29ce484222325)
-	for _, b := range key {
-		h *= 0x100000001b3
-		h ^= hkSX64(b)
-	}
-	return uint32(h)
-}
+// bits are returned, so it is computed as the same loop in 32 bits with basis
+// 0x84222325 and prime 0x1b3 (the low halves). The empty key gives 0x84222325.
+func FNV164(key []byte) uint32 { return fnv1(key, 0x84222325, 0x1b3) }
 
 // FNV1a32 is twemproxy's "fnv1a_32" (twemproxy 0.5.0 src/hashkit/nc_fnv.c,
 // hash_fnv1a_32) and libmemcached's MEMCACHED_HASH_FNV1A_32 (libmemcached
@@ -92,24 +75,29 @@ func FNV164(key []byte) uint32 {
 // h *= 0x01000193. Bytes are signed (0xFFFFFF00|b for b >= 0x80), so it
 // equals hash/fnv's New32a only for ASCII keys. The empty key gives
 // 0x811c9dc5.
-func FNV1a32(key []byte) uint32 {
-	h := uint32(0x811c9dc5)
-	for _, b := range key {
-		h ^= hkSX32(b)
-		h *= 0x01000193
-	}
-	return h
-}
+func FNV1a32(key []byte) uint32 { return fnv1a(key, 0x811c9dc5, 0x01000193) }
 
 // FNV132 is twemproxy's "fnv1_32" (twemproxy 0.5.0 src/hashkit/nc_fnv.c,
 // hash_fnv1_32) and libmemcached's MEMCACHED_HASH_FNV1_32 (libmemcached 1.1.4
 // libhashkit): FNV-1-32, h = 0x811c9dc5 and for each byte h *= 0x01000193;
 // h ^= b. Bytes are signed (0xFFFFFF00|b for b >= 0x80), so it equals
 // hash/fnv's New32 only for ASCII keys. The empty key gives 0x811c9dc5.
-func FNV132(key []byte) uint32 {
-	h := uint32(0x811c9dc5)
+func FNV132(key []byte) uint32 { return fnv1(key, 0x811c9dc5, 0x01000193) }
+
+// fnv1a is the FNV-1a loop in 32 bits from basis h with prime p, over
+// sign-extended bytes (twemproxy's and libmemcached's C char).
+func fnv1a(key []byte, h, p uint32) uint32 {
 	for _, b := range key {
-		h *= 0x01000193
+		h ^= hkSX32(b)
+		h *= p
+	}
+	return h
+}
+
+// fnv1 is the FNV-1 loop (multiply, then xor) as fnv1a.
+func fnv1(key []byte, h, p uint32) uint32 {
+	for _, b := range key {
+		h *= p
 		h ^= hkSX32(b)
 	}
 	return h
