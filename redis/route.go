@@ -1,6 +1,7 @@
 package redis
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -208,15 +209,6 @@ func crossShard(v *view, name string, shards []int) error {
 	return e
 }
 
-// wrapErr names shard i in a transport error; reply errors from Redis and
-// redis.Nil are returned unchanged.
-func wrapErr(v *view, i int, err error) error {
-	if transport(err) == nil {
-		return err
-	}
-	return v.Err(i, err)
-}
-
 // transport returns err when it is a failure to reach the server (refused
 // connection, timeout, closed client), and nil for success, redis.Nil and
 // the server's reply errors: what the shard's health counts.
@@ -232,7 +224,7 @@ func transport(err error) error {
 func finish(v *view, i int, err error) error { return v.Finish(i, err, transport(err)) }
 
 // isReplyError reports whether err is an error reply of the server. (Apart
-// from wrapErr, so that the common nil error allocates nothing.)
+// from transport, so that the common nil error allocates nothing.)
 func isReplyError(err error) bool {
 	var reply goredis.Error
 	return errors.As(err, &reply)
@@ -396,10 +388,10 @@ func execGroup(ctx context.Context, v *view, i int, g []goredis.Cmder) {
 func finishGroup(v *view, i int, cmds []goredis.Cmder) {
 	var failure error
 	for _, cmd := range cmds {
-		if failure == nil {
-			failure = transport(cmd.Err())
+		if t := transport(cmd.Err()); t != nil {
+			cmd.SetErr(v.Err(i, t))
+			failure = cmp.Or(failure, t)
 		}
-		cmd.SetErr(wrapErr(v, i, cmd.Err()))
 	}
 	v.Report(i, failure)
 }
