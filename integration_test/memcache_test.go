@@ -313,7 +313,7 @@ func TestMemcacheMalformedKeys(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = c.Close() })
 	ctx := context.Background()
-	for _, key := range []string{"with space", "tab\t", "nl\n", "cr\r", "nul\x00", "del\x7f", strings.Repeat("x", 251)} {
+	for _, key := range []string{"", "with space", "tab\t", "nl\n", "cr\r", "nul\x00", "del\x7f", strings.Repeat("x", 251)} {
 		item := &gomemcache.Item{Key: key, Value: []byte("v")}
 		for name, call := range map[string]func() error{
 			"Get":             func() error { _, err := c.Get(key); return err },

@@ -28,7 +28,7 @@ type mcServer struct {
 // in PATH (skipped otherwise, but a failure under CI=true).
 var memcacheBackends = []struct {
 	name  string
-	start func(t *testing.T) *mcServer
+	start func(t testing.TB) *mcServer
 }{
 	{"minimemcached", startMiniMemcached},
 	{"memcached", startRealMemcached},
@@ -48,7 +48,7 @@ func forEachMemcached(t *testing.T, n int, f func(t *testing.T, servers []*mcSer
 	}
 }
 
-func startMiniMemcached(t *testing.T) *mcServer {
+func startMiniMemcached(t testing.TB) *mcServer {
 	t.Helper()
 	m, err := minimemcached.Run(&minimemcached.Config{Port: 0}) // 0: a free port
 	if err != nil {
@@ -61,7 +61,7 @@ func startMiniMemcached(t *testing.T) *mcServer {
 
 // startRealMemcached starts `memcached -l 127.0.0.1 -p <free port> -U 0`
 // and waits until it accepts connections; the process is killed at cleanup.
-func startRealMemcached(t *testing.T) *mcServer {
+func startRealMemcached(t testing.TB) *mcServer {
 	t.Helper()
 	path := memcachedPath(t)
 	var lastErr error
@@ -101,7 +101,7 @@ func startRealMemcachedUnix(t *testing.T) *mcServer {
 
 // memcachedPath returns the memcached binary, or skips the test when it is
 // missing (fails it under CI=true, where .ci/run installs it).
-func memcachedPath(t *testing.T) string {
+func memcachedPath(t testing.TB) string {
 	t.Helper()
 	path, err := exec.LookPath("memcached")
 	if err != nil {

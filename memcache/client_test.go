@@ -119,7 +119,7 @@ func mustClient(t *testing.T, opt *memcache.ShardedOptions) *memcache.ShardedCli
 func TestMemcacheShardedClientMalformedKeys(t *testing.T) {
 	l1, l2 := countingListener(t), countingListener(t)
 	c := mustClient(t, &memcache.ShardedOptions{Shards: []memcache.ShardOptions{{Addr: l1.addr}, {Addr: l2.addr}}})
-	for _, key := range []string{"has space", "tab\there", "new\nline", "ctl\x01", "del\x7f", strings.Repeat("k", 251)} {
+	for _, key := range []string{"", "has space", "tab\there", "new\nline", "ctl\x01", "del\x7f", strings.Repeat("k", 251)} {
 		item := &gomemcache.Item{Key: key, Value: []byte("v")}
 		calls := map[string]func() error{
 			"Get":            func() error { _, err := c.Get(key); return err },

@@ -209,7 +209,9 @@ func (c *ShardedClient) DeleteAll() error { return c.DeleteAllContext(context.Ba
 // DeleteAllContext is DeleteAll; the shards that have not answered when ctx
 // ends count as failed, with ctx.Err() as cause.
 func (c *ShardedClient) DeleteAllContext(ctx context.Context) error {
-	return c.onEveryShard(ctx, "DeleteAll", (*memcache.Client).DeleteAll)
+	// gomemcache's DeleteAll picks a server for the empty key, which every
+	// selector of this package refuses; FlushAll sends the same flush_all.
+	return c.onEveryShard(ctx, "DeleteAll", (*memcache.Client).FlushAll)
 }
 
 // FlushAll flushes every shard (flush_all on each, in parallel). If some
@@ -364,10 +366,13 @@ func runErr(ctx context.Context, fn func() error) error {
 	return err
 }
 
-// legalKey reports whether memcached accepts key: at most 250 bytes, none of
-// them a space, a control character or DEL (gomemcache's rule).
+// legalKey reports whether key is safe to send on memcached's text
+// protocol: 1 to 250 bytes, none of them a space, a control character or
+// DEL. It is gomemcache's rule plus the empty key, which gomemcache lets
+// through: "set  0 0 N" is an error line to memcached, which then reads the
+// item's value as a command of its own.
 func legalKey(key string) bool {
-	if len(key) > 250 {
+	if len(key) == 0 || len(key) > 250 {
 		return false
 	}
 	for i := 0; i < len(key); i++ {

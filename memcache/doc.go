@@ -36,9 +36,22 @@
 //     stop at the first failing server.
 //   - Close closes every shard client's idle connections.
 //
-// A key that memcached refuses (longer than 250 bytes, or containing a
-// space, a control character or DEL) gives memcache.ErrMalformedKey before
-// anything is sent, for every call; gomemcache's storage calls connect first.
+// # Keys are checked before anything is sent
+//
+// memcached's text protocol puts the key in the command line and the value
+// after it, so a key that is not one word lets the value run as a command:
+// gomemcache sends the empty key as "set  0 0 N", memcached answers ERROR
+// and then reads the value ("flush_all", "set admin 0 0 4\r\nroot") as a
+// command of its own. gomemcache's check lets the empty key through; this
+// package does not. A key that is empty, longer than 250 bytes, or holds a
+// space, a control character or DEL gives memcache.ErrMalformedKey before
+// any byte is sent, on every call of the ShardedClient (the Context
+// variants and GetMulti too), and from Selector.PickServer, so that a
+// *memcache.Client built by memcache.NewFromSelector, and a shard's client
+// from GetShard, stop there too. Values are sent length-prefixed and cannot
+// be read as commands. For the same reason gomemcache's DeleteAll, which
+// picks the empty key's server, returns memcache.ErrMalformedKey over a
+// Selector; ShardedClient.DeleteAll and FlushAll flush every shard.
 //
 // # Errors
 //

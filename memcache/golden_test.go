@@ -49,9 +49,9 @@ func readGolden(t *testing.T, path string) (keys []string, index []int) {
 
 // TestMemcacheGoldenSelector: the Selector picks, for every key of the peers'
 // vectors, the server the peer itself picked: libmemcached's ketama,
-// spymemcached's, and gomemcache's own ServerList (crc32 % N). Keys longer than 250 bytes are
-// included: PickServer hashes them as gomemcache's ServerList does (the
-// client refuses them before picking), and the peers computed their index.
+// spymemcached's, and gomemcache's own ServerList (crc32 % N). Keys longer
+// than 250 bytes are included: PickServer refuses them with
+// memcache.ErrMalformedKey, and the ring places them where the peers did.
 func TestMemcacheGoldenSelector(t *testing.T) {
 	for _, tc := range []struct {
 		file string

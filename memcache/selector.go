@@ -116,11 +116,19 @@ func newSelectorState(servers []Server, opts []ring.Option) (*selectorState, err
 }
 
 // PickServer returns the resolved address of the server that owns key. It
-// hashes any key, as gomemcache's ServerList does: keys that memcached
-// refuses (longer than 250 bytes, with spaces or control characters) are
-// refused by the *memcache.Client, not here. On a Selector with no servers
-// it returns memcache.ErrNoServers.
+// returns memcache.ErrMalformedKey for a key that is not safe on the wire
+// (empty, longer than 250 bytes, or holding a space, a control character or
+// DEL), so that a *memcache.Client over the Selector sends nothing for it:
+// gomemcache's own check lets the empty key through, and memcached then
+// runs the item's value as a command. For the same reason gomemcache's
+// DeleteAll, which picks a server for the empty key, returns
+// memcache.ErrMalformedKey over a Selector: use FlushAll, which flushes
+// every server. On a Selector with no servers it returns
+// memcache.ErrNoServers.
 func (s *Selector) PickServer(key string) (net.Addr, error) {
+	if !legalKey(key) {
+		return nil, memcache.ErrMalformedKey
+	}
 	st := s.state.Load()
 	if st == nil {
 		return nil, memcache.ErrNoServers
@@ -192,9 +200,16 @@ func resolve(s string) (*addr, error) {
 }
 
 // oneServer is the selector of a shard's own *memcache.Client: the shard's
-// one resolved address, whatever the key.
+// one resolved address for every key that is safe on the wire (see
+// PickServer), so that a shard client handed out by GetShard refuses the
+// empty key too.
 type oneServer struct{ addr net.Addr }
 
-func (o oneServer) PickServer(string) (net.Addr, error) { return o.addr, nil }
+func (o oneServer) PickServer(key string) (net.Addr, error) {
+	if !legalKey(key) {
+		return nil, memcache.ErrMalformedKey
+	}
+	return o.addr, nil
+}
 
 func (o oneServer) Each(f func(net.Addr) error) error { return f(o.addr) }

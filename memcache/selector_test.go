@@ -56,13 +56,30 @@ func mustSelector(t testing.TB, srvs []memcache.Server, opts ...ring.Option) *me
 	return sel
 }
 
+// pick returns the address of the server that owns key. For a key that is
+// not safe on the wire (empty, over 250 bytes, ...) it checks that
+// PickServer refuses it with memcache.ErrMalformedKey, and returns the
+// server the ring places it on, which the peers' vectors still name.
 func pick(t testing.TB, sel *memcache.Selector, key string) string {
 	t.Helper()
 	a, err := sel.PickServer(key)
+	if !wireSafe(key) {
+		if a != nil || err != gomemcache.ErrMalformedKey {
+			t.Fatalf("PickServer(%q) = %v, %v; want nil, memcache.ErrMalformedKey", key, a, err)
+		}
+		var addrs []string
+		_ = sel.Each(func(a net.Addr) error { addrs = append(addrs, a.String()); return nil })
+		return addrs[sel.Ring().Locate(key)]
+	}
 	if err != nil {
 		t.Fatalf("PickServer(%q): %v", key, err)
 	}
 	return a.String()
+}
+
+// wireSafe is the key rule the package documents, written out for the tests.
+func wireSafe(key string) bool {
+	return key != "" && len(key) <= 250 && !strings.ContainsFunc(key, func(r rune) bool { return r <= ' ' || r == 0x7f })
 }
 
 // TestMemcacheSelectorPlacementMatchesRing: for 10,000 keys, PickServer returns the
@@ -447,3 +464,43 @@ func TestMemcacheNewFromSelector(t *testing.T) {
 		t.Fatalf("GetMulti: %d of %d keys, %v", len(got), len(keys), err)
 	}
 }
+
+// TestMemcacheSelectorRefusesUnsafeKeys: a gomemcache client over a Selector,
+// and a shard client handed out by GetShard, send nothing for a key that is
+// unsafe on the wire, the empty key included (gomemcache's own check lets it
+// through): every keyed call returns memcache.ErrMalformedKey with no
+// connection made. gomemcache's DeleteAll, which picks the empty key's
+// server, is refused the same way; FlushAll reaches every server.
+func TestMemcacheSelectorRefusesUnsafeKeys(t *testing.T) {
+	l1, l2 := countingListener(t), countingListener(t)
+	sel := mustSelector(t, []memcache.Server{{Addr: l1.addr}, {Addr: l2.addr}})
+	plain := gomemcache.NewFromSelector(sel)
+	sharded := mustClient(t, &memcache.ShardedOptions{Shards: []memcache.ShardOptions{{Addr: l1.addr}, {Addr: l2.addr}}})
+	for _, key := range []string{"", " ", "a b", "a\r\nflush_all", "nul\x00", "del\x7f", strings.Repeat("k", 251)} {
+		if a, err := sel.PickServer(key); a != nil || err != gomemcache.ErrMalformedKey {
+			t.Errorf("PickServer(%q) = %v, %v; want nil, ErrMalformedKey", key, a, err)
+		}
+		for name, c := range map[string]*gomemcache.Client{"NewFromSelector": plain, "GetShard": sharded.GetShard("k")} {
+			item := &gomemcache.Item{Key: key, Value: []byte("flush_all")}
+			for op, err := range map[string]error{
+				"Set":      c.Set(item),
+				"Add":      c.Add(item),
+				"Get":      second(c.Get(key)),
+				"GetMulti": second(c.GetMulti([]string{key})),
+				"Delete":   c.Delete(key),
+			} {
+				if err != gomemcache.ErrMalformedKey {
+					t.Errorf("%s: %s(%q) = %v, want ErrMalformedKey", name, op, key, err)
+				}
+			}
+		}
+	}
+	if err := plain.DeleteAll(); err != gomemcache.ErrMalformedKey {
+		t.Errorf("gomemcache DeleteAll over a Selector = %v, want ErrMalformedKey", err)
+	}
+	if n := l1.conns.Load() + l2.conns.Load(); n != 0 {
+		t.Fatalf("%d connections made for unsafe keys, want 0", n)
+	}
+}
+
+func second[T any](_ T, err error) error { return err }
