@@ -323,6 +323,12 @@ func (v *View[C]) GroupKeys(keys []string) []Group {
 	return groups
 }
 
+// ID returns shard i's identity: the key under which state that belongs to a
+// shard (health, subscriptions, migration cursors) is kept across shard
+// lists, whatever the shard's position. Two shards of one view never share
+// an ID.
+func (v *View[C]) ID(i int) string { return identity(i, v.shards[i]) }
+
 // indexOf returns the index of the shard with the given identity, or -1.
 func (v *View[C]) indexOf(id string) int {
 	for i, sh := range v.shards {
