@@ -8,6 +8,7 @@ package integration_test
 // (CI=true) that fails them.
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -55,15 +56,24 @@ type redisProc struct {
 }
 
 // startRedisProc starts bin on a free port of 127.0.0.1 with no
-// persistence and extra arguments, waits until it answers PING, and kills
-// it in t.Cleanup. With conf set, it is written to a file that is passed
-// first (Sentinel needs a writable config file) and "{port}" in it is the
-// port.
+// persistence and extra arguments, waits until it answers PING (a NOAUTH
+// reply counts: the server runs, and wants a password), and kills it in
+// t.Cleanup. With conf set, it is written to a file that is passed first
+// (Sentinel needs a writable config file). "{port}" in conf and in extra is
+// the port.
 func startRedisProc(t testing.TB, bin, conf string, extra ...string) *redisProc {
+	t.Helper()
+	return startRedisProcTLS(t, bin, nil, conf, extra...)
+}
+
+// startRedisProcTLS is startRedisProc for a server that listens with TLS
+// only (extra has "--tls-port {port} --port 0"): PING goes over TLS with
+// tlsConf.
+func startRedisProcTLS(t testing.TB, bin string, tlsConf *tls.Config, conf string, extra ...string) *redisProc {
 	t.Helper()
 	var lastErr error
 	for range 5 {
-		p, err := tryRedisProc(t, bin, conf, extra)
+		p, err := tryRedisProc(t, bin, tlsConf, conf, extra)
 		if err == nil {
 			return p
 		}
@@ -73,7 +83,7 @@ func startRedisProc(t testing.TB, bin, conf string, extra ...string) *redisProc 
 	return nil
 }
 
-func tryRedisProc(t testing.TB, bin, conf string, extra []string) (*redisProc, error) {
+func tryRedisProc(t testing.TB, bin string, tlsConf *tls.Config, conf string, extra []string) (*redisProc, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
@@ -93,7 +103,9 @@ func tryRedisProc(t testing.TB, bin, conf string, extra []string) (*redisProc, e
 	}
 	args = append(args, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--daemonize", "no",
 		"--dir", dir, "--logfile", filepath.Join(dir, "redis.log"))
-	args = append(args, extra...)
+	for _, a := range extra {
+		args = append(args, strings.ReplaceAll(a, "{port}", strconv.Itoa(port)))
+	}
 	p := &redisProc{addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), dir: dir, cmd: exec.Command(bin, args...), exited: make(chan struct{})}
 	if err := p.cmd.Start(); err != nil {
 		return nil, err
@@ -102,11 +114,11 @@ func tryRedisProc(t testing.TB, bin, conf string, extra []string) (*redisProc, e
 		_ = p.cmd.Wait()
 		close(p.exited)
 	}()
-	c := goredis.NewClient(&goredis.Options{Addr: p.addr, MaxRetries: -1, DialTimeout: time.Second})
+	c := goredis.NewClient(&goredis.Options{Addr: p.addr, MaxRetries: -1, DialTimeout: time.Second, TLSConfig: tlsConf})
 	defer c.Close()
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		err := c.Ping(ctx).Err()
-		if err == nil {
+		if err == nil || goredis.IsAuthError(err) {
 			break
 		}
 		select {

@@ -135,7 +135,7 @@ func newShard(so ShardOptions, reuse []Shard) (Shard, error) {
 			return Shard{Name: so.Name, Weight: so.Weight, Addr: addr, Client: c}, nil
 		}
 		fo := *so.Failover
-		return Shard{Name: so.Name, Weight: so.Weight, Addr: addr, Client: goredis.NewFailoverClient(&fo)}, nil
+		return Shard{Name: so.Name, Weight: so.Weight, Addr: addr, Client: shardClient(goredis.NewFailoverClient(&fo))}, nil
 	}
 	o := &goredis.Options{}
 	if so.Options != nil {
@@ -151,7 +151,14 @@ func newShard(so ShardOptions, reuse []Shard) (Shard, error) {
 	if c := reused(reuse, so.Name, o.Addr); c != nil {
 		return Shard{Name: so.Name, Weight: so.Weight, Addr: o.Addr, Client: c}, nil
 	}
-	return Shard{Name: so.Name, Weight: so.Weight, Addr: o.Addr, Client: goredis.NewClient(o)}, nil
+	return Shard{Name: so.Name, Weight: so.Weight, Addr: o.Addr, Client: shardClient(goredis.NewClient(o))}, nil
+}
+
+// shardClient prepares a shard's client: a refusal to set up its
+// connections is the shard's failure (see setupHook).
+func shardClient(c *goredis.Client) *goredis.Client {
+	c.AddHook(setupHook{})
+	return c
 }
 
 // reused returns the client of the shard in reuse with that name and
@@ -190,13 +197,20 @@ func checkAddr(o *goredis.Options) error {
 // NewShardedClientFromClients builds a ShardedClient over existing clients,
 // one per shard, in ring order, with the default health policy. Shard.Addr
 // defaults to the client's address. The ShardedClient takes them over:
-// Close closes them.
+// Close closes them, and a hook of its own is added to each, which marks a
+// server's refusal to set up a connection as the shard's failure. It
+// returns the errors of ring.New and an error naming a shard with a nil
+// client.
 func NewShardedClientFromClients(shards []Shard, opts ...ring.Option) (*ShardedClient, error) {
 	shards = append([]Shard(nil), shards...)
 	for i := range shards {
-		if shards[i].Addr == "" && shards[i].Client != nil {
+		if shards[i].Client == nil {
+			continue // refused by shardedclient, naming the shard
+		}
+		if shards[i].Addr == "" {
 			shards[i].Addr = shards[i].Client.Options().Addr
 		}
+		shardClient(shards[i].Client)
 	}
 	return newShardedClient(shards, Health{}, opts)
 }
@@ -246,8 +260,9 @@ func (c *ShardedClient) switchShards(opts []ShardOptions, install func([]Shard) 
 	return nil
 }
 
-// Stats returns every shard's counters: requests, transport errors,
-// ejections, and whether it is ejected now.
+// Stats returns every shard's counters: requests, failures (transport
+// errors and refusals to set up a connection), ejections, and whether it is
+// ejected now.
 func (c *ShardedClient) Stats() []shardedclient.ShardStats { return c.shards.Stats() }
 
 // newRouter returns a go-redis client that connects only through dial.

@@ -43,10 +43,15 @@
 //     order; TxPipeline and Watch run on one shard, and the *redis.Tx of
 //     Watch refuses commands for other shards' keys.
 //
-// A transport failure of one shard (refused connection, timeout) is returned
-// as a *shardedclient.ShardError that names the shard and wraps the cause;
-// Redis's reply errors (WRONGTYPE, ...) and redis.Nil are returned as go-redis
-// returns them. A command that reached several shards fails as a whole when
+// A transport failure of one shard (refused connection, timeout, failed TLS
+// handshake) is returned as a *shardedclient.ShardError that names the shard
+// and wraps the cause, and so is the server's refusal to set up a
+// connection: authentication (wrong password, unknown ACL user, NOAUTH),
+// SELECT of a DB out of range, CLIENT SETNAME; redis.IsAuthError and
+// errors.As see through the ShardError to the reply. Both count as the
+// shard's failures in Stats and its health. Redis's replies to the command
+// itself (WRONGTYPE, ...) and redis.Nil are returned as go-redis returns
+// them. A command that reached several shards fails as a whole when
 // any shard fails: no partial reply is returned as if complete. A split
 // write (MSET, DEL, FLUSHDB) that fails on one shard may have been applied on
 // the others; the error names the shard that failed.

@@ -209,18 +209,20 @@ func crossShard(v *view, name string, shards []int) error {
 	return e
 }
 
-// transport returns err when it is a failure to reach the server (refused
-// connection, timeout, closed client), and nil for success, redis.Nil and
-// the server's reply errors: what the shard's health counts.
+// transport returns err when it is the shard's failure: a failure to reach
+// the server (refused connection, timeout, closed client, TLS handshake) or
+// to set up a connection (authentication, SELECT, CLIENT SETNAME: see
+// setupHook). It returns nil for success, redis.Nil and the server's replies
+// to the command itself. That is what the shard's health counts.
 func transport(err error) error {
-	if err == nil || err == goredis.Nil || isReplyError(err) {
+	if err == nil || err == goredis.Nil || isReplyError(err) && !isSetupError(err) {
 		return nil
 	}
 	return err
 }
 
 // finish reports a call's outcome to shard i's health and returns its
-// error, named after the shard when it is a transport failure.
+// error, named after the shard when it is the shard's failure.
 func finish(v *view, i int, err error) error { return v.Finish(i, err, transport(err)) }
 
 // isReplyError reports whether err is an error reply of the server. (Apart

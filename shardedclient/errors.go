@@ -5,8 +5,9 @@ import "fmt"
 // ShardError is the failure of one shard: it names the shard and wraps the
 // cause, so errors.Is and errors.As see through it (to a net.Error, a
 // context error, ...). Backends return it for transport failures (refused
-// connection, timeout, closed client); a server's own reply errors are
-// returned unwrapped.
+// connection, timeout, closed client) and for a server's refusal to set up
+// a connection (authentication, ...); a server's own replies to a command
+// are returned unwrapped.
 type ShardError struct {
 	Index int    // position in the shard list
 	Name  string // configured name, possibly empty

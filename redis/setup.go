@@ -1,0 +1,100 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	goredis "github.com/redis/go-redis/v9"
+)
+
+// setupHook is on every shard's client. go-redis sets up each new
+// connection with commands of its own (HELLO, AUTH, SELECT, READONLY,
+// CLIENT SETNAME, CLIENT TRACKING), run through the client's hooks, and when
+// the server refuses one it returns that reply error, bare, for the command
+// that needed the connection: indistinguishable from the command's own
+// reply. The hook marks such a refusal as a *setupError, so that transport
+// counts it as the shard's failure.
+type setupHook struct{}
+
+func (setupHook) DialHook(next goredis.DialHook) goredis.DialHook { return next }
+
+func (setupHook) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
+	return func(ctx context.Context, cmd goredis.Cmder) error {
+		err := next(ctx, cmd)
+		if se := setupFailure(cmd, err); se != nil {
+			return se
+		}
+		return err
+	}
+}
+
+// ProcessPipelineHook marks the refusals in a pipeline (go-redis sends
+// SELECT, READONLY and CLIENT SETNAME as one) and then returns the first
+// command error, as go-redis's own pipeline does. A pipeline (or
+// transaction) whose connection could not be set up ran no command, yet
+// go-redis leaves its commands without an error (it gives them transport
+// errors only): they get the setup error.
+func (setupHook) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []goredis.Cmder) error {
+		err := next(ctx, cmds)
+		switch {
+		case err == nil:
+			return nil
+		case firstErr(cmds) == nil && isSetupError(err):
+			return setErrs(cmds, err)
+		}
+		marked := false
+		for _, cmd := range cmds {
+			if se := setupFailure(cmd, cmd.Err()); se != nil {
+				cmd.SetErr(se)
+				marked = true
+			}
+		}
+		if marked {
+			return firstErr(cmds)
+		}
+		return err
+	}
+}
+
+// setupFailure returns err as a *setupError when it is the server's refusal
+// of a command that sets up connections, else nil.
+func setupFailure(cmd goredis.Cmder, err error) error {
+	if err == nil || !isReplyError(err) {
+		return nil
+	}
+	switch name := cmd.Name(); name {
+	case "client": // CLIENT SETNAME, CLIENT TRACKING
+		if args := cmd.Args(); len(args) > 1 {
+			name += " " + strings.ToLower(fmt.Sprint(args[1]))
+		}
+		fallthrough
+	case "hello", "auth", "select", "readonly":
+		return &setupError{command: name, err: err}
+	}
+	return nil
+}
+
+// setupError is a server's refusal to set up a connection (wrong password,
+// unknown ACL user, DB out of range, invalid client name, ...). It wraps the
+// reply, so that errors.As and redis.IsAuthError see through it.
+type setupError struct {
+	command string // "auth", "select", "client setname", ...
+	err     error
+}
+
+func (e *setupError) Error() string {
+	return "connection setup (" + e.command + "): " + e.err.Error()
+}
+
+func (e *setupError) Unwrap() error { return e.err }
+
+// isSetupError reports whether err is a refusal to set up a connection: one
+// that setupHook marked, or an authentication error (a server that needs a
+// password the shard's options lack refuses every command with NOAUTH).
+func isSetupError(err error) bool {
+	var se *setupError
+	return errors.As(err, &se) || goredis.IsAuthError(err)
+}
