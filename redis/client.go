@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"slices"
+	"strings"
 	"sync"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -23,7 +25,10 @@ type ShardOptions struct {
 	// Weight scales the shard's share of keys; 0 means 1.
 	Weight int
 	// Addr is the server's "host:port" (or socket path with Options.Network
-	// "unix"). It overrides Options.Addr.
+	// "unix"). It overrides Options.Addr. A URL or an address with user
+	// information ("user:pw@host:port") is refused, with the password
+	// redacted in the error: the address names the shard in errors, events
+	// and Stats.
 	Addr string
 	// Options are the shard's full go-redis options (pool size, timeouts,
 	// password, DB, TLS, ...); optional.
@@ -88,9 +93,9 @@ var errRouterDial = errors.New("shardedcache: the router client has no connectio
 type cmdable = goredis.Cmdable
 
 // NewShardedClient connects (lazily, as go-redis does) to every shard of opt.
-// It returns an error naming the shard for a missing or unparseable address,
-// and the errors of ring.New (no shards, negative weight, duplicate name)
-// and of the health policy.
+// It returns an error naming the shard for a missing or unparseable address
+// (a URL's password redacted), and the errors of ring.New (no shards,
+// negative weight, duplicate name) and of the health policy.
 func NewShardedClient(opt *ShardedOptions) (*ShardedClient, error) {
 	if opt == nil || len(opt.Shards) == 0 {
 		return nil, errors.New("shardedcache: no shards")
@@ -188,10 +193,34 @@ func checkAddr(o *goredis.Options) error {
 	if o.Network == "unix" {
 		return nil
 	}
+	if strings.ContainsAny(o.Addr, "@/") {
+		return fmt.Errorf("address %q is not host:port (for a URL, give its host:port as Addr and its password in Options.Password)", redactAddr(o.Addr))
+	}
 	if _, _, err := net.SplitHostPort(o.Addr); err != nil {
 		return fmt.Errorf("address %q: %w", o.Addr, err)
 	}
 	return nil
+}
+
+// redacted replaces a password wherever one would be shown, as in net/url.
+const redacted = "xxxxx"
+
+// redactAddr hides the password of an address given as a URL
+// ("redis://user:xxxxx@host:6379", url.URL.Redacted), or all that precedes
+// the "@" of another address with user information.
+func redactAddr(addr string) string {
+	if u, err := url.Parse(addr); err == nil && u.User != nil {
+		if _, ok := u.User.Password(); !ok {
+			// A lone user information may be a password (Lettuce reads
+			// redis://password@host so).
+			u.User = url.User(redacted)
+		}
+		return u.Redacted()
+	}
+	if i := strings.LastIndexByte(addr, '@'); i >= 0 {
+		return redacted + addr[i:]
+	}
+	return addr
 }
 
 // NewShardedClientFromClients builds a ShardedClient over existing clients,
@@ -429,13 +458,22 @@ func (c *ShardedClient) AsyncAutoPipelineWithOptions(*goredis.AutoPipelineOption
 	return nil, ErrAutoPipelineUnsupported
 }
 
-// ShardOptions returns the go-redis options of every shard's client, in ring
-// order. They are read-only, as *redis.Client.Options says.
+// ShardOptions returns a copy of the go-redis options of every shard's
+// client, in ring order, safe to print or log: a Password that is set is
+// replaced by "xxxxx" (as net/url's Redacted does), so %v, %+v and %#v show
+// no secret. (TLSConfig and the credentials callbacks are shared, and print
+// as pointers.) The real password is not handed out: a client built from
+// these options fails to authenticate. A Sentinel shard's options are those
+// of its master connections; its SentinelPassword is not among them.
 func (c *ShardedClient) ShardOptions() []*goredis.Options {
 	shards := c.shards.AllShards()
 	out := make([]*goredis.Options, len(shards))
 	for i, s := range shards {
-		out[i] = s.Client.Options()
+		o := *s.Client.Options()
+		if o.Password != "" {
+			o.Password = redacted
+		}
+		out[i] = &o
 	}
 	return out
 }
