@@ -510,8 +510,9 @@ func startHangServer(t *testing.T) *hangServer {
 	return h
 }
 
-// TestMemcacheContext: the Context variants return ctx.Err() when ctx ends
-// before the shard answers, send nothing when it is already done, and
+// TestMemcacheContext: the Context variants return ctx.Err() in a ShardError
+// naming the shard when ctx ends before the shard answers, ctx.Err() and
+// nothing sent when it is already done, and
 // return the shard's answer otherwise; multi-shard calls keep the answers
 // of the shards that did answer.
 func TestMemcacheContext(t *testing.T) {
@@ -560,8 +561,8 @@ func TestMemcacheContext(t *testing.T) {
 			}
 			cancel()
 		}()
-		if err := call(ctx); err != context.Canceled {
-			t.Errorf("%s cancelled while the shard hangs: %v, want context.Canceled", name, err)
+		if se := wantShardError(t, name+" cancelled while the shard hangs", call(ctx), hung, hang.addr); se.Err != context.Canceled {
+			t.Errorf("%s cancelled while the shard hangs: %v, want context.Canceled", name, se.Err)
 		}
 		if !reached.Load() {
 			t.Errorf("%s: the request never reached the hung shard", name)
@@ -570,7 +571,7 @@ func TestMemcacheContext(t *testing.T) {
 
 	// A deadline.
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
-	if _, err := c.GetContext(ctx, hungKey); err != context.DeadlineExceeded {
+	if _, err := c.GetContext(ctx, hungKey); wantShardError(t, "GetContext past its deadline", err, hung, hang.addr).Err != context.DeadlineExceeded {
 		t.Errorf("GetContext past its deadline: %v, want context.DeadlineExceeded", err)
 	}
 	cancel()

@@ -55,9 +55,13 @@ type ShardedOptions struct {
 
 // Health is the policy for failing shards (see shardedclient.Health):
 // FailureMode (the default: a dead shard's keys fail until it returns) or
-// EjectMode (after FailureLimit consecutive transport failures its keys go
-// to the other shards until it answers again), retry timeout, probes,
-// events. Here Probe defaults to Ping (memcached's version command), and in
+// EjectMode (after FailureLimit consecutive failures of the shard its keys
+// go to the other shards until it answers again), retry timeout, probes,
+// events. A failure of the shard is a failure to reach the server or to
+// keep talking to it (refused or reset connection, the shard's Timeout);
+// memcached's answers are not, nor is the caller's context ending: a call
+// runs on after that, and its own outcome counts. Here Classify defaults to
+// that rule, Probe to Ping (memcached's version command), and in
 // EjectMode OnRejoin defaults to flushing the shard before it takes its
 // keys back, so that it does not serve values that were overwritten
 // elsewhere while it was out; set OnRejoin to keep them.
@@ -160,6 +164,9 @@ func NewShardedClientFromClients(shards []Shard, opts ...ring.Option) (*ShardedC
 func newShardedClient(shards []Shard, h Health, opts []ring.Option) (*ShardedClient, error) {
 	if h.Probe == nil && (h.ProbeInterval > 0 || h.Mode == shardedclient.EjectMode) {
 		h.Probe = func(ctx context.Context, m *memcache.Client) error { return runErr(ctx, m.Ping) }
+	}
+	if h.Classify == nil {
+		h.Classify = classify
 	}
 	if h.OnRejoin == nil && h.Mode == shardedclient.EjectMode {
 		h.OnRejoin = func(ctx context.Context, m *memcache.Client) error { return runErr(ctx, m.FlushAll) }

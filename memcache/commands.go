@@ -21,7 +21,12 @@ import (
 // memcached refuses; memcached's answer as gomemcache returns it
 // (ErrCacheMiss, ErrNotStored, ErrCASConflict unchanged); or, when the
 // shard cannot be reached or its connection breaks, a
-// *shardedclient.ShardError naming the shard.
+// *shardedclient.ShardError naming the shard. A Context variant whose ctx is
+// done before the call returns ctx.Err(), sending nothing; if ctx ends
+// before the shard answers, it returns a *shardedclient.ShardError naming
+// the shard and wrapping ctx.Err(), while the request runs on: its own
+// outcome (an answer, or the shard's socket timeout) is what the shard's
+// health counts, never the caller's cancel or deadline.
 
 // Get gets the item for key from the shard that owns it. It returns
 // memcache.ErrCacheMiss for a miss and memcache.ErrMalformedKey, sending
@@ -30,7 +35,7 @@ func (c *ShardedClient) Get(key string) (*memcache.Item, error) {
 	return c.GetContext(context.Background(), key)
 }
 
-// GetContext is Get, returning ctx.Err() if ctx ends first.
+// GetContext is Get, failing with ctx.Err() if ctx ends first (see above).
 func (c *ShardedClient) GetContext(ctx context.Context, key string) (*memcache.Item, error) {
 	return onKey(ctx, c, key, func(m *memcache.Client) (*memcache.Item, error) { return m.Get(key) })
 }
@@ -41,7 +46,8 @@ func (c *ShardedClient) GetAndTouch(key string, expiration int32) (*memcache.Ite
 	return c.GetAndTouchContext(context.Background(), key, expiration)
 }
 
-// GetAndTouchContext is GetAndTouch, returning ctx.Err() if ctx ends first.
+// GetAndTouchContext is GetAndTouch, failing with ctx.Err() if ctx ends
+// first (see above).
 func (c *ShardedClient) GetAndTouchContext(ctx context.Context, key string, expiration int32) (*memcache.Item, error) {
 	return onKey(ctx, c, key, func(m *memcache.Client) (*memcache.Item, error) { return m.GetAndTouch(key, expiration) })
 }
@@ -51,7 +57,7 @@ func (c *ShardedClient) Set(item *memcache.Item) error {
 	return c.SetContext(context.Background(), item)
 }
 
-// SetContext is Set, returning ctx.Err() if ctx ends first.
+// SetContext is Set, failing with ctx.Err() if ctx ends first (see above).
 func (c *ShardedClient) SetContext(ctx context.Context, item *memcache.Item) error {
 	return onItem(ctx, c, item, (*memcache.Client).Set)
 }
@@ -61,7 +67,7 @@ func (c *ShardedClient) Add(item *memcache.Item) error {
 	return c.AddContext(context.Background(), item)
 }
 
-// AddContext is Add, returning ctx.Err() if ctx ends first.
+// AddContext is Add, failing with ctx.Err() if ctx ends first (see above).
 func (c *ShardedClient) AddContext(ctx context.Context, item *memcache.Item) error {
 	return onItem(ctx, c, item, (*memcache.Client).Add)
 }
@@ -71,7 +77,8 @@ func (c *ShardedClient) Replace(item *memcache.Item) error {
 	return c.ReplaceContext(context.Background(), item)
 }
 
-// ReplaceContext is Replace, returning ctx.Err() if ctx ends first.
+// ReplaceContext is Replace, failing with ctx.Err() if ctx ends first (see
+// above).
 func (c *ShardedClient) ReplaceContext(ctx context.Context, item *memcache.Item) error {
 	return onItem(ctx, c, item, (*memcache.Client).Replace)
 }
@@ -82,7 +89,8 @@ func (c *ShardedClient) Append(item *memcache.Item) error {
 	return c.AppendContext(context.Background(), item)
 }
 
-// AppendContext is Append, returning ctx.Err() if ctx ends first.
+// AppendContext is Append, failing with ctx.Err() if ctx ends first (see
+// above).
 func (c *ShardedClient) AppendContext(ctx context.Context, item *memcache.Item) error {
 	return onItem(ctx, c, item, (*memcache.Client).Append)
 }
@@ -93,7 +101,8 @@ func (c *ShardedClient) Prepend(item *memcache.Item) error {
 	return c.PrependContext(context.Background(), item)
 }
 
-// PrependContext is Prepend, returning ctx.Err() if ctx ends first.
+// PrependContext is Prepend, failing with ctx.Err() if ctx ends first (see
+// above).
 func (c *ShardedClient) PrependContext(ctx context.Context, item *memcache.Item) error {
 	return onItem(ctx, c, item, (*memcache.Client).Prepend)
 }
@@ -105,8 +114,8 @@ func (c *ShardedClient) CompareAndSwap(item *memcache.Item) error {
 	return c.CompareAndSwapContext(context.Background(), item)
 }
 
-// CompareAndSwapContext is CompareAndSwap, returning ctx.Err() if ctx ends
-// first.
+// CompareAndSwapContext is CompareAndSwap, failing with ctx.Err() if ctx
+// ends first (see above).
 func (c *ShardedClient) CompareAndSwapContext(ctx context.Context, item *memcache.Item) error {
 	return onItem(ctx, c, item, (*memcache.Client).CompareAndSwap)
 }
@@ -116,7 +125,8 @@ func (c *ShardedClient) Delete(key string) error {
 	return c.DeleteContext(context.Background(), key)
 }
 
-// DeleteContext is Delete, returning ctx.Err() if ctx ends first.
+// DeleteContext is Delete, failing with ctx.Err() if ctx ends first (see
+// above).
 func (c *ShardedClient) DeleteContext(ctx context.Context, key string) error {
 	return onKeyErr(ctx, c, key, func(m *memcache.Client) error { return m.Delete(key) })
 }
@@ -127,7 +137,7 @@ func (c *ShardedClient) Touch(key string, seconds int32) error {
 	return c.TouchContext(context.Background(), key, seconds)
 }
 
-// TouchContext is Touch, returning ctx.Err() if ctx ends first.
+// TouchContext is Touch, failing with ctx.Err() if ctx ends first (see above).
 func (c *ShardedClient) TouchContext(ctx context.Context, key string, seconds int32) error {
 	return onKeyErr(ctx, c, key, func(m *memcache.Client) error { return m.Touch(key, seconds) })
 }
@@ -138,7 +148,8 @@ func (c *ShardedClient) Increment(key string, delta uint64) (uint64, error) {
 	return c.IncrementContext(context.Background(), key, delta)
 }
 
-// IncrementContext is Increment, returning ctx.Err() if ctx ends first.
+// IncrementContext is Increment, failing with ctx.Err() if ctx ends first
+// (see above).
 func (c *ShardedClient) IncrementContext(ctx context.Context, key string, delta uint64) (uint64, error) {
 	return onKey(ctx, c, key, func(m *memcache.Client) (uint64, error) { return m.Increment(key, delta) })
 }
@@ -149,7 +160,8 @@ func (c *ShardedClient) Decrement(key string, delta uint64) (uint64, error) {
 	return c.DecrementContext(context.Background(), key, delta)
 }
 
-// DecrementContext is Decrement, returning ctx.Err() if ctx ends first.
+// DecrementContext is Decrement, failing with ctx.Err() if ctx ends first
+// (see above).
 func (c *ShardedClient) DecrementContext(ctx context.Context, key string, delta uint64) (uint64, error) {
 	return onKey(ctx, c, key, func(m *memcache.Client) (uint64, error) { return m.Decrement(key, delta) })
 }
@@ -166,9 +178,9 @@ func (c *ShardedClient) GetMulti(keys []string) (map[string]*memcache.Item, erro
 
 // GetMultiContext is GetMulti. If ctx is done before the call, it returns
 // nil and ctx.Err(), sending nothing; the shards that have not answered when
-// ctx ends count as failed, each with ctx.Err() as cause (so
+// ctx ends are failed in the error, each with ctx.Err() as cause (so
 // errors.Is(err, context.Canceled) holds), and the hits of the others are
-// returned.
+// returned. (Their health counts their requests' own outcomes.)
 func (c *ShardedClient) GetMultiContext(ctx context.Context, keys []string) (map[string]*memcache.Item, error) {
 	for _, k := range keys {
 		if !legalKey(k) {
@@ -207,7 +219,7 @@ func (c *ShardedClient) GetMultiContext(ctx context.Context, keys []string) (map
 func (c *ShardedClient) DeleteAll() error { return c.DeleteAllContext(context.Background()) }
 
 // DeleteAllContext is DeleteAll; the shards that have not answered when ctx
-// ends count as failed, with ctx.Err() as cause.
+// ends are failed in the error, with ctx.Err() as cause.
 func (c *ShardedClient) DeleteAllContext(ctx context.Context) error {
 	// gomemcache's DeleteAll picks a server for the empty key, which every
 	// selector of this package refuses; FlushAll sends the same flush_all.
@@ -220,7 +232,7 @@ func (c *ShardedClient) DeleteAllContext(ctx context.Context) error {
 func (c *ShardedClient) FlushAll() error { return c.FlushAllContext(context.Background()) }
 
 // FlushAllContext is FlushAll; the shards that have not answered when ctx
-// ends count as failed, with ctx.Err() as cause.
+// ends are failed in the error, with ctx.Err() as cause.
 func (c *ShardedClient) FlushAllContext(ctx context.Context) error {
 	return c.onEveryShard(ctx, "FlushAll", (*memcache.Client).FlushAll)
 }
@@ -231,7 +243,7 @@ func (c *ShardedClient) FlushAllContext(ctx context.Context) error {
 func (c *ShardedClient) Ping() error { return c.PingContext(context.Background()) }
 
 // PingContext is Ping; the shards that have not answered when ctx ends
-// count as failed, with ctx.Err() as cause.
+// are failed in the error, with ctx.Err() as cause.
 func (c *ShardedClient) PingContext(ctx context.Context) error {
 	return c.onEveryShard(ctx, "Ping", (*memcache.Client).Ping)
 }
@@ -241,9 +253,10 @@ type view = shardedclient.View[*memcache.Client]
 
 // onKey runs op with the client of the shard that owns key: first
 // memcache.ErrMalformedKey, with nothing sent, for a key memcached refuses;
-// then ctx.Err() if ctx is done or ends before op returns; else op's result,
-// its error passed through finish. The call runs on one View, released when
-// op returns (also when ctx ended first).
+// then ctx.Err() if ctx is done, or ctx.Err() in a ShardError naming the
+// shard if ctx ends before op returns; else op's result, its error passed
+// through finish. The call runs on one View, released when op returns (also
+// when ctx ended first).
 func onKey[T any](ctx context.Context, c *ShardedClient, key string, op func(*memcache.Client) (T, error)) (T, error) {
 	var zero T
 	if !legalKey(key) {
@@ -262,7 +275,7 @@ func onKey[T any](ctx context.Context, c *ShardedClient, key string, op func(*me
 		}
 		r, err := op(v.Client(i))
 		return r, finish(v, i, err)
-	})
+	}, func(err error) error { return v.Err(i, err) })
 }
 
 // onKeyErr is onKey for calls that return only an error.
@@ -311,9 +324,9 @@ func fanOut[T any](ctx context.Context, v *view, name string, shards []int, call
 				}
 			}()
 			r, err := call(j, v.Client(i))
-			v.Report(i, transport(err))
+			v.Report(context.Background(), i, err) // gomemcache took no context (see finish)
 			return r, err
-		})
+		}, nil)
 	}
 	if len(shards) == 1 {
 		one(0) // no goroutine for one shard
@@ -327,12 +340,13 @@ func fanOut[T any](ctx context.Context, v *view, name string, shards []int, call
 	return results, multiErr(v, name, shards, errs)
 }
 
-// withContext runs fn and returns its result, or ctx.Err() if ctx is done
-// first. gomemcache takes no context, so fn runs in a goroutine of its own,
-// which ends when fn returns: at the latest when the shard client's socket
-// timeout expires. When ctx can never end (context.Background()), fn runs
-// in the caller's goroutine. fn always runs, whatever ctx.
-func withContext[T any](ctx context.Context, fn func() (T, error)) (T, error) {
+// withContext runs fn and returns its result, or, if ctx is done first,
+// ctx.Err() passed through ended (nil: unchanged). gomemcache takes no
+// context, so fn runs in a goroutine of its own, which ends when fn returns:
+// at the latest when the shard client's socket timeout expires. When ctx can
+// never end (context.Background()), fn runs in the caller's goroutine. fn
+// always runs, whatever ctx.
+func withContext[T any](ctx context.Context, fn func() (T, error), ended func(error) error) (T, error) {
 	done := ctx.Done()
 	if done == nil {
 		return fn()
@@ -355,14 +369,17 @@ func withContext[T any](ctx context.Context, fn func() (T, error)) (T, error) {
 			return r.v, r.err
 		default:
 			var zero T
-			return zero, ctx.Err()
+			if ended == nil {
+				return zero, ctx.Err()
+			}
+			return zero, ended(ctx.Err())
 		}
 	}
 }
 
 // runErr runs fn under ctx (see withContext).
 func runErr(ctx context.Context, fn func() error) error {
-	_, err := withContext(ctx, func() (struct{}, error) { return struct{}{}, fn() })
+	_, err := withContext(ctx, func() (struct{}, error) { return struct{}{}, fn() }, nil)
 	return err
 }
 

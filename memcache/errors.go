@@ -1,6 +1,7 @@
 package memcache
 
 import (
+	"context"
 	"errors"
 	"io"
 	"net"
@@ -71,28 +72,31 @@ func multiErr(v *view, op string, shards []int, errs []error) error {
 	return &MultiShardError{Op: op, Reached: len(shards), Shards: failed}
 }
 
-// finish reports the outcome of a single-key call on shard i to the shard's
-// health and returns its error as the caller sees it: a transport failure
-// as a *shardedclient.ShardError naming the shard, anything else (nil,
-// memcached's answers) unchanged.
-func finish(v *view, i int, err error) error { return v.Finish(i, err, transport(err)) }
+// finish reports a gomemcache call on shard i to the shard's health and
+// returns its error as the caller sees it (shardedclient.View.Finish): a
+// failure as a *shardedclient.ShardError naming the shard, memcached's
+// answers unchanged. gomemcache takes no context, so the call's outcome is
+// its own, whatever the caller's context did meanwhile: it is judged under
+// context.Background().
+func finish(v *view, i int, err error) error { return v.Finish(context.Background(), i, err) }
 
-// transport returns err when it is a failure to reach the server or to
-// keep talking to it (refused or reset connection, timeout, end of
-// stream, no server), and nil for success and for every answer of the
-// server: ErrCacheMiss, ErrNotStored, ErrCASConflict, a CLIENT_ERROR or
-// SERVER_ERROR reply, a reply gomemcache did not expect. These are what a
-// shard's health counts.
-func transport(err error) error {
+// classify tells what err, the error of a gomemcache call on a shard, says
+// about the shard (the memcache backend's Health.Classify): Failed for a
+// failure to reach the server or to keep talking to it (refused or reset
+// connection, timeout, end of stream, no server); Answered for success and
+// for every answer of the server: ErrCacheMiss, ErrNotStored,
+// ErrCASConflict, a CLIENT_ERROR or SERVER_ERROR reply, a reply gomemcache
+// did not expect.
+func classify(err error) shardedclient.Class {
 	switch err {
 	case nil, memcache.ErrCacheMiss, memcache.ErrNotStored, memcache.ErrCASConflict, memcache.ErrMalformedKey:
-		return nil
+		return shardedclient.Answered
 	}
 	var netErr net.Error
 	var connectTimeout *memcache.ConnectTimeoutError
 	if errors.As(err, &netErr) || errors.As(err, &connectTimeout) || errors.Is(err, io.EOF) ||
 		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) || errors.Is(err, memcache.ErrNoServers) {
-		return err
+		return shardedclient.Failed
 	}
-	return nil
+	return shardedclient.Answered
 }

@@ -31,19 +31,28 @@ type ShardOptions struct {
 	// and Stats.
 	Addr string
 	// Options are the shard's full go-redis options (pool size, timeouts,
-	// password, DB, TLS, ...); optional.
+	// password, DB, TLS, ...); optional. MaxRetries and DialerRetries left
+	// at 0 mean no retry and one dial, not go-redis's 3 and 5, so that a
+	// dead shard fails within one DialTimeout (refused: at once), or one
+	// WriteTimeout and ReadTimeout on an open connection; set them to
+	// retry inside a command.
 	Options *goredis.Options
 	// Failover makes the shard a Sentinel-managed master/replica group
 	// (redis.NewFailoverClient): a dead master is replaced by promotion
 	// inside the shard, and no key moves to another shard. Exclusive with
 	// Addr and Options. The shard's address in errors and ketama labels is
-	// "sentinel:<MasterName>".
+	// "sentinel:<MasterName>". Its retries are go-redis's (MaxRetries 0
+	// means 3), so that a command rides over a promotion.
 	Failover *goredis.FailoverOptions
 }
 
 // Health is the policy for failing shards: FailureMode (default) or
 // EjectMode, failure limit, retry timeout, probes, events. Its Probe
-// defaults to PING.
+// defaults to PING, and its Classify to this package's rule: a failure to
+// reach the server or to set up a connection (refused or reset connection,
+// timeout, authentication) is the shard's failure; the server's replies, a
+// pool full of the caller's own commands and a closed client are not, nor
+// is the caller's cancel or deadline.
 type Health = shardedclient.Health[*goredis.Client]
 
 // ShardedOptions configures NewShardedClient.
@@ -150,6 +159,7 @@ func newShard(so ShardOptions, reuse []Shard) (Shard, error) {
 	if so.Addr != "" {
 		o.Addr = so.Addr
 	}
+	retryDefaults(o)
 	if err := checkAddr(o); err != nil {
 		return Shard{}, err
 	}
@@ -164,6 +174,24 @@ func newShard(so ShardOptions, reuse []Shard) (Shard, error) {
 func shardClient(c *goredis.Client) *goredis.Client {
 	c.AddHook(setupHook{})
 	return c
+}
+
+// retryDefaults gives a shard's options this package's retry defaults where
+// the user set none: MaxRetries 0 becomes -1 (no retry) and DialerRetries 0
+// (or less) 1 (one dial), instead of go-redis's 3 retries of 5 dials each.
+// A command for a dead shard then fails after one attempt: at once when the
+// server refuses connections, else within one DialTimeout, or one
+// WriteTimeout and ReadTimeout on an open connection; with go-redis's
+// defaults a killed shard took 1.7 s against 300 ms timeouts, and a probe
+// waited out its ProbeTimeout. Retrying a dead shard is the health
+// policy's business (probes, ejection, rejoining), not each command's.
+func retryDefaults(o *goredis.Options) {
+	if o.MaxRetries == 0 {
+		o.MaxRetries = -1
+	}
+	if o.DialerRetries <= 0 {
+		o.DialerRetries = 1
+	}
 }
 
 // reused returns the client of the shard in reuse with that name and
@@ -247,6 +275,9 @@ func NewShardedClientFromClients(shards []Shard, opts ...ring.Option) (*ShardedC
 func newShardedClient(shards []Shard, h Health, opts []ring.Option) (*ShardedClient, error) {
 	if h.Probe == nil && (h.ProbeInterval > 0 || h.Mode == shardedclient.EjectMode) {
 		h.Probe = func(ctx context.Context, c *goredis.Client) error { return c.Ping(ctx).Err() }
+	}
+	if h.Classify == nil {
+		h.Classify = classify
 	}
 	s, err := shardedclient.NewWithHealth(shards, h, opts...)
 	if err != nil {
@@ -372,7 +403,7 @@ func (c *ShardedClient) Watch(ctx context.Context, fn func(*goredis.Tx) error, k
 	if err != nil && err == fnErr {
 		return err // fn's own error, unchanged
 	}
-	return finish(v, ks.shard, err)
+	return v.Finish(ctx, ks.shard, err)
 }
 
 // ForEachShard calls fn with every shard's client, in parallel, and returns

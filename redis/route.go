@@ -209,24 +209,33 @@ func crossShard(v *view, name string, shards []int) error {
 	return e
 }
 
-// transport returns err when it is the shard's failure: a failure to reach
-// the server (refused connection, timeout, closed client, TLS handshake) or
-// to set up a connection (authentication, SELECT, CLIENT SETNAME: see
-// setupHook). It returns nil for success, redis.Nil and the server's replies
-// to the command itself. That is what the shard's health counts.
-func transport(err error) error {
-	if err == nil || err == goredis.Nil || isReplyError(err) && !isSetupError(err) {
-		return nil
+// classify tells what err, a shard client's error for a command, says about
+// the shard: it is the redis backend's Health.Classify (see
+// shardedclient.Class).
+//   - Answered: success, redis.Nil and the server's replies to the command
+//     itself.
+//   - Local: a pool full of the caller's own commands (redis.ErrPoolTimeout,
+//     redis.ErrPoolExhausted) and a closed client (redis.ErrClosed).
+//   - Failed: a failure to reach the server (refused or reset connection,
+//     timeout, TLS handshake, a pool that gave up dialing and returns its
+//     last dial error) or to set up a connection (authentication, SELECT,
+//     CLIENT SETNAME: see setupHook).
+//
+// The caller's cancel or deadline, whatever go-redis made of it (the
+// context's error, or a read timeout cut short by the deadline), is never
+// the shard's failure: shardedclient.View.Report sees to that.
+func classify(err error) shardedclient.Class {
+	switch {
+	case err == nil || err == goredis.Nil || isReplyError(err) && !isSetupError(err):
+		return shardedclient.Answered
+	case errors.Is(err, goredis.ErrPoolTimeout) || errors.Is(err, goredis.ErrPoolExhausted) || errors.Is(err, goredis.ErrClosed):
+		return shardedclient.Local
 	}
-	return err
+	return shardedclient.Failed
 }
 
-// finish reports a call's outcome to shard i's health and returns its
-// error, named after the shard when it is the shard's failure.
-func finish(v *view, i int, err error) error { return v.Finish(i, err, transport(err)) }
-
 // isReplyError reports whether err is an error reply of the server. (Apart
-// from transport, so that the common nil error allocates nothing.)
+// from classify, so that the common nil error allocates nothing.)
 func isReplyError(err error) bool {
 	var reply goredis.Error
 	return errors.As(err, &reply)
@@ -254,7 +263,7 @@ func (c *ShardedClient) process(ctx context.Context, cmd goredis.Cmder) error {
 		return err
 	}
 	if r.shard >= 0 {
-		return finish(v, r.shard, v.Client(r.shard).Process(ctx, cmd))
+		return v.Finish(ctx, r.shard, v.Client(r.shard).Process(ctx, cmd))
 	}
 	f, err := split(ctx, v, cmd, r.info)
 	if err != nil {
@@ -343,7 +352,7 @@ func (c *ShardedClient) processTx(ctx context.Context, cmds []goredis.Cmder) err
 		_ = pipe.Process(ctx, cmd)
 	}
 	_, _ = pipe.Exec(ctx)
-	finishGroup(v, acc.shard, inner)
+	finishGroup(ctx, v, acc.shard, inner)
 	return firstErr(inner)
 }
 
@@ -381,21 +390,22 @@ func execGroup(ctx context.Context, v *view, i int, g []goredis.Cmder) {
 		}
 		_, _ = pipe.Exec(ctx)
 	}
-	finishGroup(v, i, g)
+	finishGroup(ctx, v, i, g)
 }
 
-// finishGroup reports one round trip of shard i to its health (its first
-// transport failure, or success) and names the shard in each command's
-// transport error.
-func finishGroup(v *view, i int, cmds []goredis.Cmder) {
+// finishGroup reports one round trip of shard i, made under ctx, to its
+// health (its first error that is not the server's answer, or success; see
+// shardedclient.View.Report) and names the shard in each command's error
+// that is not the server's answer.
+func finishGroup(ctx context.Context, v *view, i int, cmds []goredis.Cmder) {
 	var failure error
 	for _, cmd := range cmds {
-		if t := transport(cmd.Err()); t != nil {
-			cmd.SetErr(v.Err(i, t))
-			failure = cmp.Or(failure, t)
+		if err := cmd.Err(); v.Classify(err) != shardedclient.Answered {
+			cmd.SetErr(v.Err(i, err))
+			failure = cmp.Or(failure, err)
 		}
 	}
-	v.Report(i, failure)
+	v.Report(ctx, i, failure)
 }
 
 func setErrs(cmds []goredis.Cmder, err error) error {

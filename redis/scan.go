@@ -48,7 +48,7 @@ func scan(ctx context.Context, v *view, cmd *goredis.ScanCmd) error {
 		args[1] = uint64(0)
 	}
 	sub := goredis.NewScanCmd(ctx, nil, args...)
-	if err := finish(v, shard, v.Client(shard).Process(ctx, sub)); err != nil {
+	if err := v.Finish(ctx, shard, v.Client(shard).Process(ctx, sub)); err != nil {
 		return err
 	}
 	page, next := sub.Val()

@@ -39,9 +39,9 @@ const (
 // Health is the policy for failing shards.
 type Health[C any] struct {
 	Mode Mode
-	// FailureLimit is the number of consecutive failures (transport errors
-	// reported by the backend, or failed probes) that eject a shard in
-	// EjectMode; 0 means DefaultFailureLimit.
+	// FailureLimit is the number of consecutive failures of the shard
+	// (calls whose error is the shard's failure, see View.Report, or failed
+	// probes) that eject it in EjectMode; 0 means DefaultFailureLimit.
 	FailureLimit int
 	// RetryTimeout is how long an ejected shard stays out before it is
 	// probed (with Probe, when set) and rejoins; 0 means DefaultRetryTimeout.
@@ -62,6 +62,49 @@ type Health[C any] struct {
 	// OnEvent, when set, is called for every failure, ejection and rejoin,
 	// from the goroutine that saw it: it must not block.
 	OnEvent func(Event)
+	// Classify tells what the error of a call on a shard says about the
+	// shard (see Class). The backends default it to their client's errors;
+	// nil classifies every non-nil error as Failed. Whatever it says, the
+	// caller's cancel or deadline is never the shard's failure (see
+	// View.Report).
+	Classify func(err error) Class
+}
+
+// Class is what the error of a call on a shard says about the shard.
+type Class uint8
+
+const (
+	// Answered: the call reached the server and has its answer: success, a
+	// miss, an error reply. The shard works; the caller gets the error as
+	// it is.
+	Answered Class = iota
+	// Local: the call failed on the client's side of the shard, through no
+	// fault of the server: a pool full of the caller's own calls, a closed
+	// client. The error names the shard; its health does not count it.
+	Local
+	// Failed: the shard failed: a refused or reset connection, a dial, read
+	// or write timeout of the shard's own settings, a pool that gave up
+	// dialing. The error names the shard; its health counts it, unless the
+	// caller's context ended first.
+	Failed
+)
+
+func (c Class) String() string {
+	switch c {
+	case Answered:
+		return "answered"
+	case Local:
+		return "local"
+	}
+	return "failed"
+}
+
+// classifyAll is the Classify of a Health that sets none, and of probes.
+func classifyAll(err error) Class {
+	if err == nil {
+		return Answered
+	}
+	return Failed
 }
 
 func (h *Health[C]) normalize() error {
@@ -84,6 +127,9 @@ func (h *Health[C]) normalize() error {
 	if h.ProbeTimeout == 0 {
 		h.ProbeTimeout = DefaultProbeTimeout
 	}
+	if h.Classify == nil {
+		h.Classify = classifyAll
+	}
 	return nil
 }
 
@@ -91,7 +137,7 @@ func (h *Health[C]) normalize() error {
 type EventKind uint8
 
 const (
-	// EventFailure: a command or probe failed with a transport error.
+	// EventFailure: a command or probe failed by the shard's failure.
 	EventFailure EventKind = iota
 	// EventEjected: the shard was ejected (EjectMode).
 	EventEjected
@@ -123,7 +169,7 @@ type Event struct {
 type ShardStats struct {
 	Name, Addr string
 	Requests   uint64 // commands and probes reported
-	Errors     uint64 // of which failed with a transport error
+	Errors     uint64 // of which failed by the shard's failure (see View.Report)
 	Ejections  uint64 // times ejected
 	Ejected    bool   // ejected now
 }
@@ -148,16 +194,71 @@ func (h *shardHealth) stopTimer() {
 	h.mu.Unlock()
 }
 
-// Report records the outcome of a command on shard i: err is nil, or the
-// transport error (refused connection, timeout, closed client) that the
-// backend got; the server's own reply errors are successes here, and so
-// is a context the caller canceled. In EjectMode, the FailureLimit-th
-// consecutive failure ejects the shard, unless it is the last live one.
-func (v *View[C]) Report(i int, err error) {
+// Classify returns what err, the error of a call on a shard, says about
+// the shard: Health.Classify's answer, and Answered for nil.
+func (v *View[C]) Classify(err error) Class {
+	if err == nil {
+		return Answered
+	}
+	return v.parent.health.Classify(err)
+}
+
+// Report records the outcome of a call on shard i made under ctx, whose
+// error (nil for success) is err as the shard's client returned it. An
+// Answered error (see Classify) is a success and ends a run of consecutive
+// failures. A Failed one is the shard's failure, unless the caller ended
+// the call: ctx is canceled or past its deadline (whatever error the client
+// made of that, such as a read timeout cut short by the deadline), or err
+// is a cancellation. The caller's ending and Local errors count as a
+// request only, neither success nor failure. In EjectMode, the
+// FailureLimit-th consecutive failure ejects the shard, unless it is the
+// last live one. A client that takes no context runs its calls under
+// context.Background(): their outcome is their own, whatever the caller's
+// context did meanwhile.
+func (v *View[C]) Report(ctx context.Context, i int, err error) {
+	v.record(i, err, blame(ctx, err, v.Classify(err)))
+}
+
+// Finish reports a call on shard i made under ctx (see Report) and returns
+// its error as the caller sees it: nil or an Answered error unchanged, any
+// other wrapped in a *ShardError naming the shard (the caller's cancel or
+// deadline included, so that errors.Is(err, context.DeadlineExceeded)
+// holds and the error says which shard the call was waiting on).
+func (v *View[C]) Finish(ctx context.Context, i int, err error) error {
+	c := v.Classify(err)
+	v.record(i, err, blame(ctx, err, c))
+	if c == Answered {
+		return err
+	}
+	return v.Err(i, err)
+}
+
+// blame returns c, the class of err, unless the caller ended the call made
+// under ctx: then a failure is Local. A client may see the caller's
+// deadline pass (its socket deadline is the earlier of its own timeout and
+// ctx's) a moment before ctx notes it, so a passed deadline is enough.
+func blame(ctx context.Context, err error, c Class) Class {
+	if c != Failed {
+		return c
+	}
+	if ctx.Err() != nil || errors.Is(err, context.Canceled) {
+		return Local
+	}
+	if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) {
+		return Local
+	}
+	return Failed
+}
+
+// record counts the outcome of a call or probe on shard i: err, of class c.
+func (v *View[C]) record(i int, err error, c Class) {
 	h := v.health[i]
 	h.requests.Add(1)
-	if err == nil || errors.Is(err, context.Canceled) {
+	switch c {
+	case Answered:
 		h.consecutive.Store(0)
+		return
+	case Local:
 		return
 	}
 	h.errors.Add(1)
@@ -167,18 +268,6 @@ func (v *View[C]) Report(i int, err error) {
 	if s.health.Mode == EjectMode && n >= int64(s.health.FailureLimit) && !h.ejected.Load() {
 		s.eject(h, err)
 	}
-}
-
-// Finish reports a call on shard i to its health and returns the call's
-// error as its caller sees it: err wrapped in a *ShardError naming the
-// shard when failure (the backend's judgement that err is a transport
-// failure, or nil) is set, else err unchanged.
-func (v *View[C]) Finish(i int, err, failure error) error {
-	v.Report(i, failure)
-	if failure == nil {
-		return err
-	}
-	return v.Err(i, err)
 }
 
 func (s *Sharded[C]) event(v *View[C], kind EventKind, i int, err error) {
@@ -291,7 +380,9 @@ func (s *Sharded[C]) probeLoop() {
 		v := s.Acquire()
 		for i := range v.shards {
 			if !v.health[i].ejected.Load() {
-				v.Report(i, s.probe(v.shards[i].Client, s.health.Probe))
+				// Every error of a probe is the shard's: its context is ours.
+				err := s.probe(v.shards[i].Client, s.health.Probe)
+				v.record(i, err, classifyAll(err))
 			}
 		}
 		v.Release()

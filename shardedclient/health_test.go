@@ -93,15 +93,13 @@ func newSharded(t *testing.T, h shardedclient.Health[*testClient], clients []*te
 }
 
 // call runs one command for key as a backend does: on one View, on the
-// shard that owns key, reporting the outcome to the shard's health. It
-// returns the shard used and the error, wrapped in a ShardError.
+// shard that owns key, reporting the outcome to the shard's health (Finish).
+// It returns the shard used and the error, wrapped in a ShardError.
 func call(s *sharded, key string) (int, error) {
 	v := s.Acquire()
 	defer v.Release()
 	i := v.Locate(key)
-	err := v.Client(i).do()
-	v.Report(i, err)
-	return i, v.Err(i, err)
+	return i, v.Finish(context.Background(), i, v.Client(i).do())
 }
 
 // testKeys returns "key:0" .. "key:<n-1>".
@@ -195,15 +193,16 @@ func (l *eventLog) count(kind shardedclient.EventKind) int {
 func TestHealthReportCountsRequestsAndErrors(t *testing.T) {
 	clients := newClients("a", "b", "c")
 	s := newSharded(t, shardedclient.Health[*testClient]{}, clients)
+	ctx := context.Background()
 	v := s.Acquire()
 	for range 5 {
-		v.Report(1, nil)
+		v.Report(ctx, 1, nil)
 	}
 	for range 3 {
-		v.Report(1, errDown)
+		v.Report(ctx, 1, errDown)
 	}
-	v.Report(1, fmt.Errorf("get: %w", context.Canceled))
-	v.Report(2, errDown)
+	v.Report(ctx, 1, fmt.Errorf("get: %w", context.Canceled))
+	v.Report(ctx, 2, errDown)
 	v.Release()
 	want := []shardedclient.ShardStats{
 		{Name: "a", Addr: shardAddr(0)},
@@ -387,7 +386,7 @@ func TestHealthConcurrentFailuresEjectOnce(t *testing.T) {
 		wg.Go(func() {
 			for range 50 {
 				v := s.Acquire() // views from before and after the ejection
-				v.Report(1, errDown)
+				v.Report(context.Background(), 1, errDown)
 				v.Release()
 			}
 		})
