@@ -9,12 +9,26 @@ package integration_test
 // (CI=true) that fails them.
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"errors"
 	"fmt"
+	"maps"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
@@ -160,6 +174,229 @@ func noSecret(t *testing.T, what, s string) {
 	for _, pw := range []string{testPassword, testACLPass} {
 		if strings.Contains(s, pw) {
 			t.Fatalf("%s shows a password: %s", what, s)
+		}
+	}
+}
+
+// testCA is a certificate authority that a test makes.
+type testCA struct {
+	cert *x509.Certificate
+	key  *ecdsa.PrivateKey
+	der  []byte
+}
+
+func newTestCA(t *testing.T, name string) *testCA {
+	t.Helper()
+	key := newKey(t)
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &testCA{cert: cert, key: key, der: der}
+}
+
+func newKey(t *testing.T) *ecdsa.PrivateKey {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return key
+}
+
+// clientConfig trusts ca alone.
+func (ca *testCA) clientConfig() *tls.Config {
+	pool := x509.NewCertPool()
+	pool.AddCert(ca.cert)
+	return &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+}
+
+// serverFiles issues a server certificate for 127.0.0.1 and writes it, its
+// key and the CA's certificate as PEM files into dir.
+func (ca *testCA) serverFiles(t *testing.T, dir string) (certFile, keyFile, caFile string) {
+	t.Helper()
+	key := newKey(t)
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "127.0.0.1"},
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
+		NotBefore:   time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, key.Public(), ca.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	write := func(name, typ string, b []byte) string {
+		file := filepath.Join(dir, name)
+		if err := os.WriteFile(file, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: b}), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return file
+	}
+	return write("server.crt", "CERTIFICATE", der), write("server.key", "PRIVATE KEY", keyDER), write("ca.crt", "CERTIFICATE", ca.der)
+}
+
+// commandCalls returns the calls of every command (executed or rejected)
+// that the server behind c counts in INFO commandstats, by name ("get",
+// "client|setinfo", ...).
+func commandCalls(t testing.TB, c *goredis.Client) map[string]int64 {
+	t.Helper()
+	info, err := c.Info(ctx, "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]int64{}
+	for line := range strings.Lines(info) {
+		name, stats, ok := strings.Cut(strings.TrimSpace(line), ":")
+		name, isCmd := strings.CutPrefix(name, "cmdstat_")
+		if !ok || !isCmd {
+			continue
+		}
+		for field := range strings.SplitSeq(stats, ",") {
+			k, v, _ := strings.Cut(field, "=")
+			if k == "calls" || k == "rejected_calls" {
+				n, err := strconv.ParseInt(v, 10, 64)
+				if err != nil {
+					t.Fatalf("INFO commandstats line %q: %v", line, err)
+				}
+				out[name] += n
+			}
+		}
+	}
+	return out
+}
+
+// infoField returns one numeric field of INFO section on the server behind c.
+func infoField(t testing.TB, c *goredis.Client, section, field string) int64 {
+	t.Helper()
+	info, err := c.Info(ctx, section).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.Lines(info) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), field+":"); ok {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+	}
+	t.Fatalf("INFO %s has no %s", section, field)
+	return 0
+}
+
+// A shard served over TLS only (no plaintext port), next to a plaintext
+// shard, with a certificate authority made by the test: with the right CA,
+// commands run on both shards; with a wrong CA, the TLS shard's commands
+// fail with its *ShardError (the certificate's unknown authority reachable
+// with errors.As), counted in its Stats, while the plaintext shard keeps
+// working; the TLS server executed no command meanwhile, and every
+// connection it accepted failed in the TLS handshake: the client never
+// fell back to plaintext.
+func TestRealRedisTLSShard(t *testing.T) {
+	bin := realRedisBin(t)
+	ca, wrongCA := newTestCA(t, "shardedcache test CA"), newTestCA(t, "another CA")
+	certFile, keyFile, caFile := ca.serverFiles(t, t.TempDir())
+	right := ca.clientConfig()
+	tp := startRedisProcTLS(t, bin, right, "", "--tls-port", "{port}", "--port", "0",
+		"--tls-cert-file", certFile, "--tls-key-file", keyFile, "--tls-ca-cert-file", caFile,
+		"--tls-auth-clients", "no")
+	plain := startRedisProc(t, bin, "")
+	newClient := func(tlsConf *tls.Config) *shardedredis.ShardedClient {
+		t.Helper()
+		tlsShard, plainShard := realShard(tp.addr), realShard(plain.addr)
+		tlsShard.Name, plainShard.Name = "tls", "plain"
+		tlsShard.Options.TLSConfig = tlsConf
+		c, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: []shardedredis.ShardOptions{tlsShard, plainShard}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		closeAndSettle(t, c)
+		return c
+	}
+	direct := goredis.NewClient(&goredis.Options{Addr: tp.addr, TLSConfig: right, MaxRetries: -1})
+	defer direct.Close()
+
+	good := newClient(right)
+	owners := byOwner(good, keys(200))
+	for _, k := range append(owners[0][:20], owners[1][:20]...) {
+		if err := good.Set(ctx, k, "v:"+k, 0).Err(); err != nil {
+			t.Fatalf("SET %s: %v", k, err)
+		}
+		if v, err := good.Get(ctx, k).Result(); err != nil || v != "v:"+k {
+			t.Fatalf("GET %s = %q, %v", k, v, err)
+		}
+	}
+	if n, err := direct.DBSize(ctx).Result(); err != nil || n != 20 {
+		t.Fatalf("the TLS server holds %d keys (%v), want 20", n, err)
+	}
+
+	before := commandCalls(t, direct)
+	conns := infoField(t, direct, "stats", "total_connections_received")
+	bad := newClient(wrongCA.clientConfig())
+	const tries = 5
+	for _, k := range owners[0][:tries] {
+		err := bad.Get(ctx, k).Err()
+		wantShardError(t, "GET "+k+" with a wrong CA", err, 0, tp.addr)
+		var verify *tls.CertificateVerificationError
+		var unknown x509.UnknownAuthorityError
+		if !errors.As(err, &verify) || !errors.As(err, &unknown) ||
+			verify.UnverifiedCertificates[0].Subject.CommonName != "127.0.0.1" {
+			t.Fatalf("GET %s with a wrong CA: %v, want the server certificate's unknown authority", k, err)
+		}
+	}
+	k := owners[1][0]
+	if v, err := bad.Get(ctx, k).Result(); err != nil || v != "v:"+k {
+		t.Fatalf("GET %s on the plaintext shard = %q, %v", k, v, err)
+	}
+	if st := bad.Stats(); st[0] != (shardedclient.ShardStats{Name: "tls", Addr: tp.addr, Requests: tries, Errors: tries}) ||
+		st[1] != (shardedclient.ShardStats{Name: "plain", Addr: plain.addr, Requests: 1}) {
+		t.Fatalf("stats %+v", st)
+	}
+
+	// The server executed our two INFOs (an INFO counts once it has
+	// answered) and nothing else; no connection of the wrong CA's client got
+	// past the TLS handshake (Redis counts a connection once it has), and
+	// its log shows each try's handshake ended by the client's alert (a
+	// plaintext command would end it with "wrong version number").
+	want := maps.Clone(before)
+	want["info"] += 2
+	if after := commandCalls(t, direct); !maps.Equal(after, want) {
+		t.Fatalf("commands on the TLS server moved from\n%v\nto\n%v", before, after)
+	}
+	if got := infoField(t, direct, "stats", "total_connections_received") - conns; got != 0 {
+		t.Fatalf("%d connections with a wrong CA were accepted, want 0", got)
+	}
+	log, err := os.ReadFile(filepath.Join(tp.dir, "redis.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var refused []string
+	for line := range strings.Lines(string(log)) {
+		if strings.Contains(line, "Error accepting a client connection") {
+			refused = append(refused, strings.TrimSpace(line))
+		}
+	}
+	if len(refused) != tries {
+		t.Fatalf("%d refused connections in the server log, want %d:\n%s", len(refused), tries, strings.Join(refused, "\n"))
+	}
+	for _, line := range refused {
+		if !strings.HasSuffix(line, "SSL routines::sslv3 alert bad certificate") {
+			t.Fatalf("refused connection %q, want the client's bad certificate alert", line)
 		}
 	}
 }
