@@ -84,13 +84,22 @@ func startRedisProcTLS(t testing.TB, bin string, tlsConf *tls.Config, conf strin
 }
 
 func tryRedisProc(t testing.TB, bin string, tlsConf *tls.Config, conf string, extra []string) (*redisProc, error) {
+	p, err := launchRedisProc(bin, tlsConf, conf, extra, t.TempDir())
+	if err == nil {
+		t.Cleanup(p.kill)
+	}
+	return p, err
+}
+
+// launchRedisProc starts bin in dir and waits until it answers (see
+// startRedisProc); the caller kills it.
+func launchRedisProc(bin string, tlsConf *tls.Config, conf string, extra []string, dir string) (*redisProc, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
 	port := l.Addr().(*net.TCPAddr).Port
 	l.Close()
-	dir := t.TempDir()
 	var args []string
 	if conf != "" {
 		file := filepath.Join(dir, "redis.conf")
@@ -131,7 +140,6 @@ func tryRedisProc(t testing.TB, bin string, tlsConf *tls.Config, conf string, ex
 			return nil, fmt.Errorf("%s on port %d does not answer PING: %v", bin, port, err)
 		}
 	}
-	t.Cleanup(p.kill)
 	return p, nil
 }
 

@@ -2,6 +2,7 @@ package integration_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -131,7 +132,7 @@ func TestReshardDeleteAfterEndSticks(t *testing.T) {
 			var wg sync.WaitGroup
 			wg.Go(func() { _ = c.Get(ctx, k).Err() })
 			<-h.entered
-			if err := c.EndResharding(); err != nil {
+			if err := c.AbandonResharding(); err != nil {
 				t.Fatal(err)
 			}
 			if beginAgain {
@@ -256,7 +257,8 @@ func (pttlZero) ProcessPipelineHook(n goredis.ProcessPipelineHook) goredis.Proce
 }
 
 // A shard ejected during the window, or before it, does not fail the keys
-// the others serve, and the migration finishes.
+// the others serve; the migration moves the other sources' keys and names
+// the ejected source as not migrated, keeping the window open.
 func TestReshardWithEjectedShard(t *testing.T) {
 	h := shardedredis.Health{Mode: shardedclient.EjectMode, FailureLimit: 1, RetryTimeout: time.Hour}
 	servers, c, shards := fourNamed(t, h)
@@ -282,8 +284,19 @@ func TestReshardWithEjectedShard(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := m.Run(ctx); err != nil {
-		t.Fatalf("migration with an ejected source: %v", err)
+	err = m.Run(ctx)
+	var merr *shardedredis.MigrationError
+	var shardErr *shardedclient.ShardError
+	if !errors.As(err, &merr) || len(merr.Shards) != 1 || len(merr.Keys) != 0 || !errors.As(merr.Shards[0], &shardErr) || shardErr.Name != "ra" {
+		t.Fatalf("migration with an ejected source: %v, want a *MigrationError naming shard ra", err)
+	}
+	for _, p := range m.Progress() {
+		if p.Done == (p.ID == "addr:"+shards[0].Addr) {
+			t.Fatalf("progress %+v: only the ejected source is not done", p)
+		}
+	}
+	if err := c.EndResharding(); !errors.Is(err, shardedredis.ErrMigrationIncomplete) {
+		t.Fatalf("EndResharding: %v", err)
 	}
 }
 

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -200,11 +202,11 @@ func TestRedisReshardResumeAndConcurrentWriters(t *testing.T) {
 	if err := m.Run(half); !errors.Is(err, context.Canceled) {
 		t.Fatalf("stopped run: %v", err)
 	}
-	cursors := m.Cursors()
-	if len(cursors) == 0 {
-		t.Fatal("no cursor to resume from")
+	cp := m.Checkpoint()
+	if notDone := slices.DeleteFunc(slices.Collect(maps.Values(cp.Shards)), func(s shardedredis.ShardCheckpoint) bool { return s.Done }); len(notDone) == 0 {
+		t.Fatalf("checkpoint %+v: every shard done after a cancel", cp)
 	}
-	m2, err := c.NewMigration(shardedredis.MigrateOptions{BatchSize: 20, Cursors: cursors})
+	m2, err := c.NewMigration(shardedredis.MigrateOptions{BatchSize: 20, Resume: cp})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -81,10 +81,8 @@ type ShardedClient struct {
 	shards *shardedclient.Sharded[*memcache.Client]
 
 	// During resharding: the expiration of values copied to their new
-	// owner, and the per-key locks that keep a copy and the calls on its
-	// key apart.
+	// owner.
 	copyExpiration atomic.Int32
-	moveLocks      shardedclient.KeyLocks
 	reshardMu      sync.Mutex // serializes BeginResharding
 }
 
@@ -175,7 +173,10 @@ func newShardedClient(shards []Shard, h Health, opts []ring.Option) (*ShardedCli
 	if err != nil {
 		return nil, fmt.Errorf("shardedcache: %w", err)
 	}
-	return &ShardedClient{shards: s}, nil
+	c := &ShardedClient{shards: s}
+	s.SetMover(c.moveKeys)
+	s.RememberMoved()
+	return c, nil
 }
 
 // SetShards replaces the shard list at run time (add, remove, re-weight,

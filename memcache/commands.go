@@ -191,12 +191,13 @@ func (c *ShardedClient) GetMultiContext(ctx context.Context, keys []string) (map
 		return nil, err
 	}
 	v := c.shards.Acquire()
+	var p shardedclient.Pending
 	for _, k := range keys {
-		from, to, moved := v.Moved(k)
-		if err := c.settle(ctx, v, v.Gate(k), k, from, to, moved); err != nil {
-			v.Release()
-			return nil, err
-		}
+		v.Track(&p, k)
+	}
+	if err := v.Prepare(ctx, &p, nil); err != nil {
+		v.Release()
+		return nil, err
 	}
 	groups := v.GroupKeys(keys)
 	shards := make([]int, len(groups))
@@ -266,11 +267,11 @@ func onKey[T any](ctx context.Context, c *ShardedClient, key string, op func(*me
 		return zero, err
 	}
 	v := c.shards.Acquire()
-	from, i, moved := v.Moved(key)
-	gate := v.Gate(key)
+	var p shardedclient.Pending
+	i := v.Track(&p, key)
 	return withContext(ctx, func() (T, error) {
 		defer v.Release()
-		if err := c.settle(ctx, v, gate, key, from, i, moved); err != nil {
+		if err := v.Prepare(ctx, &p, nil); err != nil {
 			return zero, err
 		}
 		r, err := op(v.Client(i))

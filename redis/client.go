@@ -88,9 +88,6 @@ type ShardedClient struct {
 	router *goredis.Client // its hook runs every command on the shards
 	pubsub *goredis.Client // no hook: its connections are pub/sub fan-ins
 
-	// moveLocks serialize, per stripe of keys, moving a key to its new
-	// owner during resharding with the commands that use it.
-	moveLocks shardedclient.KeyLocks
 }
 
 // errRouterDial is what a go-redis code path that bypasses the router's
@@ -283,6 +280,7 @@ func newShardedClient(shards []Shard, h Health, opts []ring.Option) (*ShardedCli
 	if err != nil {
 		return nil, fmt.Errorf("shardedcache: %w", err)
 	}
+	s.SetMover(moveKeys)
 	c := &ShardedClient{shards: s}
 	c.router = newRouter(func(context.Context, string, string) (net.Conn, error) { return nil, errRouterDial })
 	c.pubsub = newRouter(c.dialFanIn)
@@ -335,8 +333,23 @@ func newRouter(dial func(context.Context, string, string) (net.Conn, error)) *go
 	})
 }
 
-// GetShard returns the client of the shard that owns key.
-func (c *ShardedClient) GetShard(key string) *goredis.Client { return c.shards.GetShard(key) }
+// GetShard returns the client of the shard that owns key, for a command the
+// sharded client refuses. Inside a resharding window it first moves key to
+// its new owner, so that a write through the returned client cannot be
+// overwritten or lost by the move; if that move fails, it returns the client
+// of the old owner, which still holds the key's value (the truth until the
+// key moves). Use the client for key (and keys that share its key tag) only,
+// and only until the next BeginResharding.
+func (c *ShardedClient) GetShard(key string) *goredis.Client {
+	v := c.shards.Acquire()
+	defer v.Release()
+	var p shardedclient.Pending
+	i := v.Track(&p, key)
+	if err := v.Prepare(context.Background(), &p, nil); err != nil {
+		i = p.Moving()[0].From
+	}
+	return v.Client(i)
+}
 
 // GetShardInfo returns the index, name and weight of the shard that owns key.
 func (c *ShardedClient) GetShardInfo(key string) shardedclient.Info {
@@ -391,7 +404,7 @@ func (c *ShardedClient) Watch(ctx context.Context, fn func(*goredis.Tx) error, k
 	if ks.shard == manyShard {
 		return crossShard(v, "watch", ks.all)
 	}
-	if err := c.settle(ctx, v, ks.moved, ks.gate); err != nil {
+	if err := v.Prepare(ctx, &ks.pending, nil); err != nil {
 		return err
 	}
 	var fnErr error
@@ -408,9 +421,14 @@ func (c *ShardedClient) Watch(ctx context.Context, fn func(*goredis.Tx) error, k
 
 // ForEachShard calls fn with every shard's client, in parallel, and returns
 // the errors joined, each a *shardedclient.ShardError naming its shard.
+// Inside a resharding window it returns ErrReshardingWindow and calls
+// nothing: a raw shard client could write keys that have not moved yet.
 func (c *ShardedClient) ForEachShard(ctx context.Context, fn func(ctx context.Context, client *goredis.Client) error) error {
 	v := c.shards.Pin() // fn may run commands through c (see Watch)
 	defer v.Unpin()
+	if v.Moving() {
+		return ErrReshardingWindow
+	}
 	errs := make([]error, v.Len())
 	var wg sync.WaitGroup
 	for i := range v.Len() {

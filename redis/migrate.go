@@ -1,17 +1,21 @@
 package redis
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"sync/atomic"
 
 	"golang.org/x/sync/errgroup"
 	"golang.org/x/time/rate"
+
+	"github.com/shardedcache/shardedcache/shardedclient"
 )
 
-// MigrateOptions configure Migrate.
+// MigrateOptions configure NewMigration.
 type MigrateOptions struct {
 	// BatchSize is the COUNT of each SCAN, and the keys moved per three
 	// round trips; 0 means 100.
@@ -21,56 +25,98 @@ type MigrateOptions struct {
 	// KeysPerSecond limits the keys scanned per second over all shards
 	// (the keys a SCAN page returns, whatever its COUNT); 0 means no limit.
 	KeysPerSecond float64
-	// Cursors resumes an earlier run: the SCAN cursor of each source shard
-	// (by ShardProgress.Shard) to continue from, as Migration.Cursors
-	// returned it. When Cursors is set, a shard missing from it is done.
-	Cursors map[string]uint64
+	// Resume continues an earlier run of the same window from its
+	// checkpoint (Migration.Checkpoint); nil starts from the beginning.
+	Resume *Checkpoint
 	// KeepWindow keeps the resharding window open when the migration
 	// finishes; by default Run ends it (EndResharding).
 	KeepWindow bool
 }
 
-// ShardProgress is the progress of one source shard.
-type ShardProgress struct {
-	Shard   string // the shard's name, else its address
-	Scanned int64  // keys SCAN returned
-	Moved   int64  // keys restored on their new owner and deleted here
-	Skipped int64  // keys that stay here, or that the new owner already had
-	Failed  int64  // keys whose batch failed (they stay here; run again)
-	Cursor  uint64 // the SCAN cursor to resume from
-	Done    bool   // the scan went round
+// Checkpoint is where a migration stands, to resume it (MigrateOptions.Resume)
+// after a cancel or a crash. It belongs to one resharding window: another
+// window refuses it.
+type Checkpoint struct {
+	// Window is the ID of the resharding window (see
+	// shardedclient.Window).
+	Window string
+	// Shards holds every source shard, by its identity (ShardProgress.ID).
+	Shards map[string]ShardCheckpoint
 }
+
+// ShardCheckpoint is where the scan of one source shard stands.
+type ShardCheckpoint struct {
+	Cursor uint64   // the SCAN cursor to continue from
+	Retry  []string // keys before Cursor that failed to move: moved first on resume
+	Done   bool     // the scan went round and every key moved
+}
+
+// ShardProgress is the progress of one source shard. Every key SCAN returned
+// is counted once in Owned, Moved, OnNewOwner, Gone, Stale or Failed.
+type ShardProgress struct {
+	ID         string // the shard's identity, the key of Checkpoint.Shards
+	Shard      string // the shard, as `shard 1 "b" (10.0.0.2:6379)`
+	Scanned    int64  // keys SCAN returned
+	Owned      int64  // keys this shard owns under the new ring: they stay
+	Moved      int64  // keys restored on their new owner and deleted here
+	OnNewOwner int64  // keys already on their new owner (moved by a command in this window): the copy here was deleted
+	Gone       int64  // keys deleted or expired between the SCAN and the move
+	Stale      int64  // copies this shard did not own before the move either: deleted
+	Failed     int64  // keys that could not be moved (see Failures); they stay here
+	Cursor     uint64 // the SCAN cursor to resume from
+	Done       bool   // the scan went round with no key failed
+	// Failures are the first 100 keys that failed, each naming the key and
+	// both shards.
+	Failures []*KeyMoveError
+}
+
+// maxFailures bounds ShardProgress.Failures.
+const maxFailures = 100
 
 // Migration moves, in the background of a resharding window, every key
 // whose owner changed from its old shard to its new one.
 type Migration struct {
 	c        *ShardedClient
 	opt      MigrateOptions
+	window   *shardedclient.Window
 	limiter  *rate.Limiter
 	chunk    int // keys moved per batch: BatchSize, at most a second's worth
 	progress []*shardProgress
 }
 
 type shardProgress struct {
-	shard                           string
-	index                           int // in the window's shard list
-	scanned, moved, skipped, failed atomic.Int64
-	cursor                          atomic.Uint64
-	done                            atomic.Bool
+	id, label                                           string
+	index                                               int // in the window's shard list
+	ejected                                             bool
+	scanned, owned, moved, onOwner, gone, stale, failed atomic.Int64
+	cursor                                              atomic.Uint64
+	done                                                atomic.Bool
+
+	mu       sync.Mutex
+	failures []*KeyMoveError // the first maxFailures
+	retry    []string        // every key that failed since the last resume
 }
 
 // ErrNoResharding is returned by NewMigration outside a resharding window.
 var ErrNoResharding = errors.New("shardedcache: no resharding in progress; call BeginResharding first")
 
+// ErrCheckpoint is matched (errors.Is) by the error of NewMigration for a
+// checkpoint that does not fit the window in progress.
+var ErrCheckpoint = errors.New("shardedcache: the checkpoint does not belong to this resharding window")
+
 // NewMigration prepares the migration of the resharding in progress: every
-// shard of the old list is a source, except those ejected (see Health):
-// their keys move when they are used, should the shard return.
+// shard of the old list is a source. It returns ErrNoResharding outside a
+// window, and an error matching ErrCheckpoint when opt.Resume is the
+// checkpoint of another window or misses one of its source shards.
 func (c *ShardedClient) NewMigration(opt MigrateOptions) (*Migration, error) {
 	v := c.shards.Acquire()
 	defer v.Release()
-	prev := v.Previous()
-	if prev == nil {
+	prev, w := v.Previous(), c.shards.Window()
+	if prev == nil || w == nil {
 		return nil, ErrNoResharding
+	}
+	if opt.Resume != nil && opt.Resume.Window != w.ID {
+		return nil, fmt.Errorf("%w: it is window %q's, this is %q", ErrCheckpoint, opt.Resume.Window, w.ID)
 	}
 	if opt.BatchSize <= 0 {
 		opt.BatchSize = 100
@@ -78,7 +124,7 @@ func (c *ShardedClient) NewMigration(opt MigrateOptions) (*Migration, error) {
 	if opt.Parallelism <= 0 {
 		opt.Parallelism = 4
 	}
-	m := &Migration{c: c, opt: opt, limiter: rate.NewLimiter(rate.Inf, 0), chunk: opt.BatchSize}
+	m := &Migration{c: c, opt: opt, window: w, limiter: rate.NewLimiter(rate.Inf, 0), chunk: opt.BatchSize}
 	if opt.KeysPerSecond > 0 {
 		// A burst of at most a second's worth of keys, and batches no
 		// larger than the burst.
@@ -87,114 +133,232 @@ func (c *ShardedClient) NewMigration(opt MigrateOptions) (*Migration, error) {
 	}
 	for i := range prev.Len() {
 		idx := v.PreviousIndex(i)
-		sh := v.Shard(idx)
-		p := &shardProgress{shard: sh.Name, index: idx}
-		if p.shard == "" {
-			p.shard = sh.Addr
-		}
-		switch cur, ok := opt.Cursors[p.shard]; {
-		case v.Ejected(idx):
-			p.done.Store(true) // dead: its keys move as they are used, if it returns
-		case ok:
-			p.cursor.Store(cur)
-		case opt.Cursors != nil:
-			p.done.Store(true)
+		p := &shardProgress{id: v.ID(idx), label: v.Label(idx), index: idx}
+		if opt.Resume != nil {
+			cp, ok := opt.Resume.Shards[p.id]
+			if !ok {
+				return nil, fmt.Errorf("%w: it has no entry for source %s (%s)", ErrCheckpoint, p.label, p.id)
+			}
+			p.cursor.Store(cp.Cursor)
+			p.done.Store(cp.Done)
+			p.retry = slices.Clone(cp.Retry)
 		}
 		m.progress = append(m.progress, p)
 	}
 	return m, nil
 }
 
+// MigrationError is the result of a Run that went round every source shard
+// it could reach but left keys behind: the keys that failed (each a
+// *KeyMoveError) and the source shards it could not scan (each a
+// *shardedclient.ShardError, an ejected shard included). The window stays
+// open; Run again (with the checkpoint) retries them.
+type MigrationError struct {
+	Keys   []*KeyMoveError
+	Shards []error
+}
+
+func (e *MigrationError) Error() string {
+	msg := fmt.Sprintf("shardedcache: migration incomplete: %d key(s) failed, %d source shard(s) not scanned", len(e.Keys), len(e.Shards))
+	if len(e.Shards) > 0 {
+		msg += "; " + e.Shards[0].Error()
+	}
+	if len(e.Keys) > 0 {
+		msg += "; " + e.Keys[0].Error()
+	}
+	return msg
+}
+
+func (e *MigrationError) Unwrap() []error {
+	out := slices.Clone(e.Shards)
+	for _, k := range e.Keys {
+		out = append(out, k)
+	}
+	return out
+}
+
 // Run scans every source shard (Parallelism at a time) and moves each key
 // whose new owner is another shard, BatchSize keys per SCAN page, under the
 // same per-key locks as the client's commands, so that a key written by
-// the application is never overwritten by its older copy. It returns when
-// every shard is done, or ctx ends (ctx's error; run again, or with
-// Cursors, to resume). Running it again after it finished moves nothing.
-// Unless KeepWindow, a complete run ends the resharding window.
+// the application is never overwritten by its older copy; it deletes the
+// stale copies it finds (keys the shard owned neither before nor after the
+// move). A key that fails to move stays on its old owner and does not stop
+// the others. Run returns ctx's error if ctx ends (resume with Checkpoint),
+// a *MigrationError naming the keys and shards it could not move or scan
+// (an ejected source shard is not scanned), or nil once every key of every
+// source has moved. Then the window is migrated: unless KeepWindow, Run
+// ends it. Running it again after it finished moves nothing.
 func (m *Migration) Run(ctx context.Context) error {
-	g, ctx := errgroup.WithContext(ctx)
+	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(m.opt.Parallelism)
+	var mu sync.Mutex
+	var shardErrs []error
 	for _, p := range m.progress {
-		if !p.done.Load() {
-			g.Go(func() error { return m.runShard(ctx, p) })
+		if p.done.Load() {
+			continue
 		}
+		g.Go(func() error {
+			err := m.runShard(gctx, p)
+			if err != nil && !isContextErr(err) && !errors.Is(err, ErrNoResharding) {
+				mu.Lock()
+				shardErrs = append(shardErrs, err)
+				mu.Unlock()
+				return nil // the other shards go on
+			}
+			return err
+		})
 	}
 	if err := g.Wait(); err != nil {
 		return err
 	}
+	var failed []*KeyMoveError
+	for _, p := range m.progress {
+		failed = append(failed, p.failuresCopy()...)
+	}
+	if len(failed) > 0 || len(shardErrs) > 0 {
+		return &MigrationError{Keys: failed, Shards: shardErrs}
+	}
+	m.window.MarkMigrated()
 	if !m.opt.KeepWindow {
 		return m.c.EndResharding()
 	}
 	return nil
 }
 
+// runShard moves the keys of source p that failed before (its retry list),
+// then scans on from its cursor.
 func (m *Migration) runShard(ctx context.Context, p *shardProgress) error {
-	for {
+	retry := p.takeRetry()
+	for first := true; ; first = false {
 		v := m.c.shards.Acquire()
-		next, err := m.scanPage(ctx, v, p)
+		var next uint64
+		var err error
+		switch {
+		case !v.Moving():
+			err = ErrNoResharding
+		case v.Ejected(p.index):
+			err = v.Err(p.index, errors.New("ejected: its keys were not moved; run the migration again once it is back"))
+		case first && len(retry) > 0:
+			next = p.cursor.Load()
+			err = m.moveFrom(ctx, v, p, retry)
+		default:
+			next, err = m.scanPage(ctx, v, p)
+		}
 		v.Release()
 		if err != nil {
+			if first {
+				p.addRetry(retry)
+			}
 			return err
 		}
 		p.cursor.Store(next)
-		if next == 0 {
-			p.done.Store(true)
+		if next == 0 && !(first && len(retry) > 0) {
+			p.done.Store(len(p.retryCopy()) == 0)
 			return nil
 		}
 	}
 }
 
-// scanPage scans one page of source p and moves, BatchSize keys at a time
-// (a server may return more keys than COUNT asks), those whose owner is
-// another shard. It returns the next cursor.
+// scanPage scans one page of source p and moves its keys (moveFrom). It
+// returns the next cursor.
 func (m *Migration) scanPage(ctx context.Context, v *view, p *shardProgress) (uint64, error) {
-	if !v.Moving() {
-		return 0, ErrNoResharding
-	}
 	keys, next, err := v.Client(p.index).Scan(ctx, p.cursor.Load(), "", int64(m.opt.BatchSize)).Result()
 	if err != nil {
-		return 0, fmt.Errorf("shardedcache: migrate: %w", v.Err(p.index, err))
+		return 0, fmt.Errorf("shardedcache: migration: %w", v.Err(p.index, err))
 	}
+	return next, m.moveFrom(ctx, v, p, keys)
+}
+
+// moveFrom deletes the stale copies among keys, found on source p, and
+// moves, BatchSize keys at a time (a server may return more keys than
+// COUNT asks), those whose owner is another shard; the keys that fail go to
+// p's retry list.
+func (m *Migration) moveFrom(ctx context.Context, v *view, p *shardProgress, keys []string) error {
 	for batch := range slices.Chunk(keys, m.chunk) {
 		if err := m.limiter.WaitN(ctx, len(batch)); err != nil {
-			return 0, err
+			// The wait would outlast ctx's deadline (batches never exceed
+			// the burst): ctx's end, seen early.
+			return cmp.Or(ctx.Err(), context.DeadlineExceeded)
 		}
 		p.scanned.Add(int64(len(batch)))
-		var moved []movedKey
-		var gates []<-chan struct{}
+		var pending shardedclient.Pending
+		var stale []string
 		for _, k := range batch {
-			// Only keys that the move takes from this shard: a stray copy
-			// (left by an ejection or SetShards) is not the key's value.
-			from, to, isMoved := v.Moved(k)
-			if !isMoved || from != p.index {
-				p.skipped.Add(1)
-				continue
+			from, to, _ := v.Moved(k)
+			switch {
+			case to == p.index:
+				p.owned.Add(1)
+			case from == p.index:
+				v.Track(&pending, k)
+			default:
+				// Owned here neither before nor after the move: a stale copy,
+				// which nothing writes (commands go to the owners).
+				stale = append(stale, k)
 			}
-			moved = append(moved, movedKey{key: k, from: from, to: to})
-			if g := v.Gate(k); g != nil && !slices.Contains(gates, g) {
-				gates = append(gates, g)
+		}
+		if len(stale) > 0 {
+			if err := v.Client(p.index).Unlink(ctx, stale...).Err(); err != nil {
+				return fmt.Errorf("shardedcache: migration: removing stale copies: %w", v.Err(p.index, err))
 			}
+			p.stale.Add(int64(len(stale)))
 		}
-		if len(moved) == 0 {
-			continue
-		}
-		if err := waitGates(ctx, gates); err != nil {
-			return 0, err
-		}
-		var counts moveCounts
-		err := m.c.settleWith(ctx, v, moved, nil, func() (err error) {
-			counts, err = moveKeys(ctx, v, moved)
-			return err
+		err := v.Prepare(ctx, &pending, func(ctx context.Context, v *view, keys []shardedclient.MovingKey) error {
+			p.add(moveBatch(ctx, v, keys))
+			return nil
 		})
-		p.moved.Add(int64(counts.moved))
-		p.skipped.Add(int64(counts.skipped))
 		if err != nil {
-			p.failed.Add(int64(len(moved) - counts.moved - counts.skipped))
-			return 0, fmt.Errorf("shardedcache: migrate: %w", err)
+			return err
 		}
 	}
-	return next, nil
+	return nil
+}
+
+func isContextErr(err error) bool {
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+}
+
+// add counts the outcomes of one batch.
+func (p *shardProgress) add(c moveCounts) {
+	p.moved.Add(int64(c.moved))
+	p.onOwner.Add(int64(c.onOwner))
+	p.gone.Add(int64(c.gone))
+	p.failed.Add(int64(len(c.failed)))
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.failures = append(p.failures, c.failed[:min(len(c.failed), maxFailures-len(p.failures))]...)
+	for _, f := range c.failed {
+		p.retry = append(p.retry, f.Key)
+	}
+}
+
+func (p *shardProgress) failuresCopy() []*KeyMoveError {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.failures)
+}
+
+func (p *shardProgress) retryCopy() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.retry)
+}
+
+// takeRetry empties p's retry list and its failures, and returns the keys
+// to retry: a run starts afresh for them.
+func (p *shardProgress) takeRetry() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	keys := p.retry
+	p.retry, p.failures = nil, nil
+	p.failed.Store(0)
+	return keys
+}
+
+// addRetry puts keys back on p's retry list.
+func (p *shardProgress) addRetry(keys []string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.retry = append(p.retry, keys...)
 }
 
 // Progress returns each source shard's progress; safe to call while Run
@@ -202,32 +366,20 @@ func (m *Migration) scanPage(ctx context.Context, v *view, p *shardProgress) (ui
 func (m *Migration) Progress() []ShardProgress {
 	out := make([]ShardProgress, len(m.progress))
 	for i, p := range m.progress {
-		out[i] = ShardProgress{Shard: p.shard, Scanned: p.scanned.Load(), Moved: p.moved.Load(),
-			Skipped: p.skipped.Load(), Failed: p.failed.Load(), Cursor: p.cursor.Load(), Done: p.done.Load()}
+		out[i] = ShardProgress{ID: p.id, Shard: p.label, Scanned: p.scanned.Load(), Owned: p.owned.Load(),
+			Moved: p.moved.Load(), OnNewOwner: p.onOwner.Load(), Gone: p.gone.Load(), Stale: p.stale.Load(),
+			Failed: p.failed.Load(), Cursor: p.cursor.Load(), Done: p.done.Load(), Failures: p.failuresCopy()}
 	}
 	return out
 }
 
-// Cursors returns the cursor of every source shard not yet done, for
-// MigrateOptions.Cursors of a later run.
-func (m *Migration) Cursors() map[string]uint64 {
-	out := map[string]uint64{}
+// Checkpoint returns where every source shard stands, for
+// MigrateOptions.Resume of a later Migration in the same window. A finished
+// migration's checkpoint has every shard Done.
+func (m *Migration) Checkpoint() *Checkpoint {
+	cp := &Checkpoint{Window: m.window.ID, Shards: make(map[string]ShardCheckpoint, len(m.progress))}
 	for _, p := range m.progress {
-		if !p.done.Load() {
-			out[p.shard] = p.cursor.Load()
-		}
+		cp.Shards[p.id] = ShardCheckpoint{Cursor: p.cursor.Load(), Retry: p.retryCopy(), Done: p.done.Load()}
 	}
-	return out
-}
-
-// waitGates waits until every gate is open, or ctx ends.
-func waitGates(ctx context.Context, gates []<-chan struct{}) error {
-	for _, g := range gates {
-		select {
-		case <-g:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-	return nil
+	return cp
 }

@@ -2,19 +2,16 @@ package redis
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strings"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/shardedcache/shardedcache/ring"
+	"github.com/shardedcache/shardedcache/shardedclient"
 )
-
-// movedKey is a key whose owner changes in the resharding in progress.
-type movedKey struct {
-	key      string
-	from, to int
-}
 
 // PlanResharding returns the exact change of ownership that moving to shards
 // would make (ring.Compare of the current and the target ring: per (from,
@@ -35,89 +32,193 @@ func (c *ShardedClient) PlanResharding(shards []ShardOptions) (ring.Diff, error)
 	return c.shards.Plan(nodes)
 }
 
+// ErrMigrationIncomplete is returned by EndResharding before the window's
+// Migration has moved every key (Migration.Run returned nil): ending the
+// window then would leave the keys not yet moved on their old shards,
+// unreachable. Run the migration to the end, or call AbandonResharding.
+var ErrMigrationIncomplete = errors.New("shardedcache: the resharding window's migration has not finished; run it to the end (Migration.Run), or end the window knowingly with AbandonResharding")
+
+// ErrReshardingWindow is returned by ForEachShard while a resharding window
+// is open: a raw shard client could write a key on its new owner before the
+// key moved, and the move would then lose the key's other fields or revert
+// it. Run the Migration to the end first, or use GetShard(key), which moves
+// key first.
+var ErrReshardingWindow = errors.New("shardedcache: ForEachShard is not available while a resharding window is open; run the migration to the end first, or use GetShard(key), which moves the key first")
+
 // BeginResharding switches the client to a new shard list without a cold
-// cache. From now on keys are placed by the new ring, and the old ring is
-// kept as the previous one: before any command touches a key whose owner
-// changed, the client moves that key from its old owner to its new one
-// (DUMP and PTTL there, RESTORE here, then DEL there), so reads see it and
-// writes, deletes included, apply to the only copy. RESTORE never replaces
-// a value already on the new owner (it is newer: written after the switch),
-// in which case the old copy is just deleted. A Migration (NewMigration,
-// then Run) moves the remaining keys in the background; EndResharding (or
-// Migration.Run, when it finishes)
-// ends the window. Shards with the same name and address keep their client.
+// cache, and opens a resharding window. From now on keys are placed by the
+// new ring, and the old ring is kept as the previous one: before any
+// command touches a key whose owner changed, the client moves that key from
+// its old owner to its new one (DUMP and PTTL there, RESTORE here, then DEL
+// there), so reads see it and writes, deletes included, apply to the only
+// copy. A shard that keeps its name but changes address (or DB) is a new
+// shard: every key of the old one moves to it.
+//
+// The rule that keeps every write: while the old owner still holds a key,
+// its value is the truth, unless this process already moved the key inside
+// this window (it moves a key before any command touches it, so a value on
+// the new owner is then newer). A copy on a shard that does not own the key
+// under the current ring is stale by definition and never wins. So, before
+// the window opens, BeginResharding removes from every shard of the new
+// list the keys it is about to receive and does not own now (leftovers of
+// an earlier SetShards, or writes made while a shard was ejected): it SCANs
+// those shards, which takes time in proportion to their keys. Inside the
+// window RESTORE then never replaces: a value already on the new owner was
+// written there in this window.
+//
+// The window's life cycle: BeginResharding opens it (ErrMoveInProgress if
+// one is open); a Migration (NewMigration, then Run) moves the keys not yet
+// used; when Run has moved every key it ends the window (unless
+// MigrateOptions.KeepWindow, then EndResharding does); EndResharding before
+// that returns ErrMigrationIncomplete, and AbandonResharding ends the window
+// knowingly, leaving the keys not yet moved behind.
 //
 // A key the switch moves waits, before its first command, until the
 // commands begun before BeginResharding have ended (a write of theirs could
 // otherwise land on its old owner after the move): give blocking commands
 // a timeout. Every client of the same shards must switch at the same time:
-// a client still on the old ring would write keys to their old owners.
+// a client still on the old ring would write keys to their old owners. It
+// returns the errors of SetShards, ErrMoveInProgress, and the failure to
+// remove stale copies (a *shardedclient.ShardError naming the shard), in
+// which case nothing changes.
 func (c *ShardedClient) BeginResharding(shards []ShardOptions) error {
-	return c.switchShards(shards, c.shards.BeginMove)
-}
-
-// EndResharding ends the window that BeginResharding opened: the old ring is
-// dropped, and the clients of shards that left are closed once the
-// commands using them have ended. Keys not yet moved stay where they are,
-// unreachable through this client: run a Migration to the end first.
-func (c *ShardedClient) EndResharding() error { return c.shards.EndMove() }
-
-// settle prepares a command's keys during and after resharding: it waits
-// until gate (see shardedclient.View.Gate) opens, then moves the keys that
-// have not reached their new owner. The keys' stripes are locked only while
-// they move: once a key has left its old owner, nothing puts it back there
-// (commands begun on older views have ended; the Migration takes the same
-// locks), so the command itself needs no lock.
-func (c *ShardedClient) settle(ctx context.Context, v *view, moved []movedKey, gate <-chan struct{}) error {
-	return c.settleWith(ctx, v, moved, gate, func() error {
-		_, err := moveKeys(ctx, v, moved)
-		return err
+	return c.switchShards(shards, func(sh []Shard) error {
+		return c.shards.BeginMove(sh, func(v *view) error { return dropStale(context.Background(), v) })
 	})
 }
 
-// settleWith waits for gate, then runs move with the stripes of moved locked.
-func (c *ShardedClient) settleWith(ctx context.Context, v *view, moved []movedKey, gate <-chan struct{}, move func() error) error {
-	if gate != nil {
-		if err := waitGates(ctx, []<-chan struct{}{gate}); err != nil {
-			return err
-		}
+// Window returns the resharding window in progress (its ID is that of the
+// migration checkpoints it accepts), or nil outside a window.
+func (c *ShardedClient) Window() *shardedclient.Window { return c.shards.Window() }
+
+// EndResharding ends the window that BeginResharding opened, once its
+// Migration has moved every key: the old ring is dropped, and the clients
+// of shards that left are closed once the commands using them have ended.
+// Before that it returns ErrMigrationIncomplete and changes nothing.
+// Without a window it does nothing.
+func (c *ShardedClient) EndResharding() error { return c.endWindow(false) }
+
+// AbandonResharding ends the window that BeginResharding opened whether or
+// not its Migration has finished: keys not yet moved stay on their old
+// shards, unreachable through this client (a cold move for them).
+func (c *ShardedClient) AbandonResharding() error { return c.endWindow(true) }
+
+func (c *ShardedClient) endWindow(force bool) error {
+	err := c.shards.EndMove(force)
+	if errors.Is(err, shardedclient.ErrMoveIncomplete) {
+		return ErrMigrationIncomplete
 	}
-	if len(moved) == 0 {
-		return nil
-	}
-	unlock := c.lockStripes(moved)
-	defer unlock()
-	return move()
+	return err
 }
 
-// lockStripes locks the keys' stripes (see shardedclient.KeyLocks).
-func (c *ShardedClient) lockStripes(keys []movedKey) func() {
-	names := make([]string, len(keys))
-	for i, k := range keys {
-		names[i] = k.key
+// dropStale removes, from every live shard of v's new list, the keys that
+// the move gives it and that it did not own before the move: stale copies
+// (see BeginResharding). Nothing writes them meanwhile: commands place keys
+// by the old ring until the window opens, and view changes wait.
+func dropStale(ctx context.Context, v *view) error {
+	for j := range v.Ring().Len() {
+		if v.Ejected(j) {
+			continue
+		}
+		client := v.Client(j)
+		for cursor, first := uint64(0), true; first || cursor != 0; first = false {
+			keys, next, err := client.Scan(ctx, cursor, "", 1000).Result()
+			if err != nil {
+				return v.Err(j, fmt.Errorf("removing stale copies: %w", err))
+			}
+			var stale []string
+			for _, k := range keys {
+				if from, to, moved := v.Moved(k); moved && to == j && from != j {
+					stale = append(stale, k)
+				}
+			}
+			if len(stale) > 0 {
+				if err := client.Unlink(ctx, stale...).Err(); err != nil {
+					return v.Err(j, fmt.Errorf("removing stale copies: %w", err))
+				}
+			}
+			cursor = next
+		}
 	}
-	return c.moveLocks.Lock(names...)
+	return nil
+}
+
+// KeyMoveError is the failure to move one key to its new owner during
+// resharding; the key stays on its old owner (From), which still serves it.
+type KeyMoveError struct {
+	Key      string
+	From, To string // the shards, as `shard 1 "b" (10.0.0.2:6379)`
+	Err      error
+}
+
+func (e *KeyMoveError) Error() string {
+	return fmt.Sprintf("shardedcache: moving key %q from %s to %s: %v", e.Key, e.From, e.To, e.Err)
+}
+
+func (e *KeyMoveError) Unwrap() error { return e.Err }
+
+// MoveError lists the keys that could not be moved to their new owner, each
+// a *KeyMoveError; errors.As finds the first.
+type MoveError struct {
+	Keys []*KeyMoveError
+}
+
+func (e *MoveError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "shardedcache: %d key(s) could not be moved", len(e.Keys))
+	for i, k := range e.Keys {
+		if i == 3 {
+			fmt.Fprintf(&b, "; and %d more", len(e.Keys)-i)
+			break
+		}
+		b.WriteString("; ")
+		b.WriteString(strings.TrimPrefix(k.Error(), "shardedcache: "))
+	}
+	return b.String()
+}
+
+func (e *MoveError) Unwrap() []error {
+	out := make([]error, len(e.Keys))
+	for i, k := range e.Keys {
+		out[i] = k
+	}
+	return out
 }
 
 // moveCounts are the outcomes of moving keys.
 type moveCounts struct {
-	moved   int // restored on the new owner and deleted from the old
-	skipped int // not on the old owner, or already on the new one (newer)
+	moved   int             // restored on the new owner and deleted from the old
+	onOwner int             // the new owner had it (written there in this window); old copy deleted
+	gone    int             // not on the old owner (moved already, deleted, or expired)
+	failed  []*KeyMoveError // each stays on its old owner
 }
 
-// moveKeys moves keys from their old owner to their new one, three round
+// moveKeys is the client's shardedclient.Mover: it moves keys (see
+// moveBatch) and returns a *MoveError naming each key that failed.
+func moveKeys(ctx context.Context, v *view, keys []shardedclient.MovingKey) error {
+	if counts := moveBatch(ctx, v, keys); len(counts.failed) > 0 {
+		return &MoveError{Keys: counts.failed}
+	}
+	return nil
+}
+
+// moveBatch moves keys from their old owner to their new one, three round
 // trips for any number of keys: DUMP and PTTL on the old owners, RESTORE
-// (never REPLACE) on the new ones, DEL on the old ones of the keys that
-// the new owner now holds. The caller holds the keys' stripes.
-func moveKeys(ctx context.Context, v *view, keys []movedKey) (moveCounts, error) {
+// (never REPLACE: see BeginResharding) on the new ones, DEL on the old ones
+// of the keys that the new owner now holds. One key's failure does not
+// stop the others. The caller holds the keys' stripes.
+func moveBatch(ctx context.Context, v *view, keys []shardedclient.MovingKey) moveCounts {
 	var counts moveCounts
+	fail := func(k shardedclient.MovingKey, err error) {
+		counts.failed = append(counts.failed, &KeyMoveError{Key: k.Key, From: v.Label(k.From), To: v.Label(k.To), Err: err})
+	}
 	dumps := make([]*goredis.StringCmd, len(keys))
 	ttls := make([]*goredis.DurationCmd, len(keys))
 	groups := make([][]goredis.Cmder, v.Len())
 	for i, k := range keys {
-		dumps[i] = goredis.NewStringCmd(ctx, "dump", k.key)
-		ttls[i] = goredis.NewDurationCmd(ctx, time.Millisecond, "pttl", k.key)
-		groups[k.from] = append(groups[k.from], dumps[i], ttls[i])
+		dumps[i] = goredis.NewStringCmd(ctx, "dump", k.Key)
+		ttls[i] = goredis.NewDurationCmd(ctx, time.Millisecond, "pttl", k.Key)
+		groups[k.From] = append(groups[k.From], dumps[i], ttls[i])
 	}
 	execGroups(ctx, v, groups)
 	restores := make([]*goredis.StatusCmd, len(keys))
@@ -125,28 +226,30 @@ func moveKeys(ctx context.Context, v *view, keys []movedKey) (moveCounts, error)
 	for i, k := range keys {
 		switch err := dumps[i].Err(); {
 		case err == goredis.Nil:
-			counts.skipped++
+			counts.gone++
 			continue
 		case err != nil:
-			return counts, err
+			fail(k, dumpErr(err))
+			continue
 		case ttls[i].Err() != nil:
-			return counts, ttls[i].Err()
+			fail(k, ttls[i].Err())
+			continue
 		}
 		ttl := ttls[i].Val()
 		switch {
 		case ttl == -2: // expired since the DUMP
-			counts.skipped++
+			counts.gone++
 			continue
 		case ttl < 0:
 			ttl = 0
 		case ttl < time.Millisecond:
 			ttl = time.Millisecond // about to expire: keep it expiring
 		}
-		restores[i] = goredis.NewStatusCmd(ctx, "restore", k.key, ttl.Milliseconds(), dumps[i].Val())
-		groups[k.to] = append(groups[k.to], restores[i])
+		restores[i] = goredis.NewStatusCmd(ctx, "restore", k.Key, ttl.Milliseconds(), dumps[i].Val())
+		groups[k.To] = append(groups[k.To], restores[i])
 	}
 	execGroups(ctx, v, groups)
-	dels := make([]goredis.Cmder, 0, len(keys))
+	dels := make([]*goredis.IntCmd, len(keys))
 	groups = make([][]goredis.Cmder, v.Len())
 	for i, k := range keys {
 		if restores[i] == nil {
@@ -154,16 +257,37 @@ func moveKeys(ctx context.Context, v *view, keys []movedKey) (moveCounts, error)
 		}
 		switch err := restores[i].Err(); {
 		case err == nil:
-			counts.moved++
 		case strings.HasPrefix(err.Error(), "BUSYKEY"):
-			counts.skipped++ // the new owner has a newer value
 		default:
-			return counts, err
+			fail(k, err)
+			continue
 		}
-		del := goredis.NewIntCmd(ctx, "del", k.key)
-		dels = append(dels, del)
-		groups[k.from] = append(groups[k.from], del)
+		dels[i] = goredis.NewIntCmd(ctx, "del", k.Key)
+		groups[k.From] = append(groups[k.From], dels[i])
 	}
 	execGroups(ctx, v, groups)
-	return counts, firstErr(dels)
+	for i, k := range keys {
+		switch {
+		case dels[i] == nil:
+		case dels[i].Err() != nil:
+			// On both shards now: the next move of the key finds BUSYKEY
+			// and deletes the old copy.
+			fail(k, fmt.Errorf("deleting the old copy: %w", dels[i].Err()))
+		case restores[i].Err() == nil:
+			counts.moved++
+		default:
+			counts.onOwner++
+		}
+	}
+	return counts
+}
+
+// dumpErr explains a DUMP refused with WRONGTYPE, which a real Redis never
+// answers: miniredis serves DUMP for strings only, so resharding on
+// miniredis moves strings only.
+func dumpErr(err error) error {
+	if strings.HasPrefix(err.Error(), "WRONGTYPE") {
+		return fmt.Errorf("DUMP refused (miniredis dumps strings only; a real Redis dumps every type): %w", err)
+	}
+	return err
 }

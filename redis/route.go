@@ -76,7 +76,7 @@ func (g guard) check(ctx context.Context, cmd goredis.Cmder) error {
 		return err
 	}
 	if ks.shard == g.shard {
-		return g.c.settle(ctx, g.v, ks.moved, ks.gate)
+		return g.v.Prepare(ctx, &ks.pending, nil)
 	}
 	ks.addShard(g.shard)
 	return crossShard(g.v, ks.info.Name, ks.all)
@@ -93,7 +93,7 @@ func keysOf(v *view, cmd goredis.Cmder, ks *keyShards) error {
 	if err != nil {
 		return &UnsupportedError{Command: cmd.Name(), Reason: err.Error()}
 	}
-	*ks = keyShards{v: v, info: info, args: args, shard: noKeys}
+	*ks = keyShards{v: v, info: info, args: args, shard: noKeys, pending: ks.pending}
 	if err := info.KeyPositions(args, ks.add); err != nil {
 		return &UnsupportedError{Command: info.Name, Reason: err.Error()}
 	}
@@ -101,10 +101,10 @@ func keysOf(v *view, cmd goredis.Cmder, ks *keyShards) error {
 }
 
 // route finds where cmd runs: r.shard is its shard, or fanOut when it runs
-// on several (r.info is then its table entry); during and after resharding,
-// r.moved are its keys that must first reach their new owner and r.gate
-// what they wait for. r is the caller's, so that the hot path copies
-// nothing.
+// on several (r.info is then its table entry); r.pending gathers what its
+// keys need first during and after resharding (see View.Prepare), across
+// the commands of a pipeline routed into the same r. r is the caller's, so
+// that the hot path copies nothing.
 func route(v *view, cmd goredis.Cmder, r *keyShards) error {
 	if err := keysOf(v, cmd, r); err != nil {
 		return err
@@ -160,10 +160,12 @@ type keyShards struct {
 	info  *commands.Info
 	args  []any
 	shard int
-	all   []int           // the shards involved, once more than one is
-	moved []movedKey      // during resharding: keys not known to be on their new owner
-	gate  <-chan struct{} // a key waits for the commands of older views (View.Gate)
-	err   error
+	all   []int // the shards involved, once more than one is
+	// pending is what the keys need first during and after resharding
+	// (gates, keys to move); keysOf keeps it, so that it gathers the keys
+	// of every command routed into the same keyShards.
+	pending shardedclient.Pending
+	err     error
 }
 
 func (k *keyShards) add(pos int) {
@@ -172,18 +174,7 @@ func (k *keyShards) add(pos int) {
 		k.err = &UnsupportedError{Command: k.info.Name, Reason: fmt.Sprintf("key argument %d has type %T", pos, k.args[pos])}
 		return
 	}
-	if g := k.v.Gate(key); g != nil {
-		k.gate = g
-	}
-	if !k.v.Moving() {
-		k.addShard(k.v.Locate(key))
-		return
-	}
-	from, to, moved := k.v.Moved(key)
-	if moved {
-		k.moved = append(k.moved, movedKey{key: key, from: from, to: to})
-	}
-	k.addShard(to)
+	k.addShard(k.v.Track(&k.pending, key))
 }
 
 func (k *keyShards) addShard(s int) {
@@ -259,7 +250,7 @@ func (c *ShardedClient) process(ctx context.Context, cmd goredis.Cmder) error {
 	if err := route(v, cmd, &r); err != nil {
 		return err
 	}
-	if err := c.settle(ctx, v, r.moved, r.gate); err != nil {
+	if err := v.Prepare(ctx, &r.pending, nil); err != nil {
 		return err
 	}
 	if r.shard >= 0 {
@@ -283,15 +274,9 @@ func (c *ShardedClient) processPipeline(ctx context.Context, cmds []goredis.Cmde
 	defer v.Release()
 	groups := make([][]goredis.Cmder, v.Len())
 	var fans []*fanout
-	var moved []movedKey
-	var gate <-chan struct{}
 	var r keyShards
 	for _, cmd := range cmds {
 		err := route(v, cmd, &r)
-		moved = append(moved, r.moved...)
-		if r.gate != nil {
-			gate = r.gate
-		}
 		switch {
 		case err != nil:
 			cmd.SetErr(err)
@@ -307,7 +292,7 @@ func (c *ShardedClient) processPipeline(ctx context.Context, cmds []goredis.Cmde
 			fans = append(fans, f)
 		}
 	}
-	if err := c.settle(ctx, v, moved, gate); err != nil {
+	if err := v.Prepare(ctx, &r.pending, nil); err != nil {
 		return setErrs(cmds, err)
 	}
 	execGroups(ctx, v, groups)
@@ -324,8 +309,6 @@ func (c *ShardedClient) processTx(ctx context.Context, cmds []goredis.Cmder) err
 	defer v.Release()
 	inner := cmds[1 : len(cmds)-1]
 	acc := keyShards{shard: noKeys}
-	var moved []movedKey
-	var gate <-chan struct{}
 	var r keyShards
 	for _, cmd := range inner {
 		err := route(v, cmd, &r)
@@ -336,15 +319,11 @@ func (c *ShardedClient) processTx(ctx context.Context, cmds []goredis.Cmder) err
 			return setErrs(inner, err)
 		}
 		acc.addShard(r.shard)
-		moved = append(moved, r.moved...)
-		if r.gate != nil {
-			gate = r.gate
-		}
 	}
 	if acc.shard == manyShard {
 		return setErrs(inner, crossShard(v, "multi", acc.all))
 	}
-	if err := c.settle(ctx, v, moved, gate); err != nil {
+	if err := v.Prepare(ctx, &r.pending, nil); err != nil {
 		return setErrs(inner, err)
 	}
 	pipe := v.Client(acc.shard).TxPipeline()
@@ -401,7 +380,7 @@ func finishGroup(ctx context.Context, v *view, i int, cmds []goredis.Cmder) {
 	var failure error
 	for _, cmd := range cmds {
 		if err := cmd.Err(); v.Classify(err) != shardedclient.Answered {
-			cmd.SetErr(v.Err(i, err))
+			cmd.SetErr(v.Wrap(ctx, i, err))
 			failure = cmp.Or(failure, err)
 		}
 	}

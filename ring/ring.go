@@ -286,8 +286,37 @@ func (r *Ring) Remove(i int) (*Ring, error) {
 	return build(r.cfg, slices.Delete(slices.Clone(r.members), i, i+1))
 }
 
-// id returns the identity of node i across rings: its name, its ketama
-// label, or its slot.
+// ID returns the identity of node i across node lists, which Compare and
+// Owners use to tell that a node of one ring is the same as a node of
+// another, and a client to keep per-node state: the node's address when it
+// has one ("addr:<Addr>": two nodes at one address hold the same keys,
+// whatever their names, and a node that keeps its name but changes address
+// is another node), else its placement identity (see Placement).
+func (r *Ring) ID(i int) string {
+	if a := r.members[i].Addr; a != "" {
+		return "addr:" + a
+	}
+	return r.id(i)
+}
+
+// Index returns the index of the node whose ID is id, or -1.
+func (r *Ring) Index(id string) int {
+	for i := range r.members {
+		if r.ID(i) == id {
+			return i
+		}
+	}
+	return -1
+}
+
+// Placement returns what node i's points are derived from: "name:<Name>",
+// its label on the ketama-like presets ("label:<label>"), or, for an unnamed
+// node of the Jedis ring, its slot ("slot:<n>", its position in the list it
+// was first placed in). Two nodes with the same Placement, weight and
+// preset own the same keys.
+func (r *Ring) Placement(i int) string { return r.id(i) }
+
+// id is Placement.
 func (r *Ring) id(i int) string {
 	m := r.members[i]
 	if m.Name != "" {

@@ -122,10 +122,13 @@ type Diff struct {
 
 // Compare returns the exact change of ownership from ring a to ring b,
 // computed over the arcs of both rings, not by sampling. A node of a and a
-// node of b are the same node when they have the same non-empty name, the
-// same ketama label, or when both are unnamed with the same slot (list
-// position at creation; Add and Remove keep it). It fails when the rings use
-// different hashes or distributions.
+// node of b are the same node when they have the same ID: the same address,
+// or, without one, the same name, ketama label, or (both unnamed) slot
+// (list position at creation; Add and Remove keep it). So a node that keeps
+// its name but changes address gives all its keys to the new address, and
+// an unnamed Jedis node that shifts position in the list keeps none of the
+// keys it had. It fails when the rings use different hashes or
+// distributions.
 //
 // Modulo presets are compared over one period of both slot lists (exact
 // for a hash uniform modulo their lengths); rendezvous hashing by its
@@ -138,10 +141,10 @@ func Compare(a, b *Ring) (Diff, error) {
 	same := make([]int, len(b.members)) // node of b -> same node of a, or -1
 	ids := make(map[string]int, len(a.members))
 	for i := range a.members {
-		ids[a.id(i)] = i
+		ids[a.ID(i)] = i
 	}
 	for j := range b.members {
-		if i, ok := ids[b.id(j)]; ok {
+		if i, ok := ids[b.ID(j)]; ok {
 			same[j] = i
 		} else {
 			same[j] = -1
@@ -262,7 +265,7 @@ func compareRendezvous(a, b *Ring, same []int) Diff {
 // different nodes by the identity Compare uses.
 func Owners(before, after *Ring, key string) (from, to int, moved bool) {
 	from, to = before.Locate(key), after.Locate(key)
-	return from, to, before.id(from) != after.id(to)
+	return from, to, before.ID(from) != after.ID(to)
 }
 
 // mergePoints yields the union of two sorted point lists, in order, once each.

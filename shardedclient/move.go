@@ -1,8 +1,12 @@
 package shardedclient
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"slices"
+	"sync"
+	"sync/atomic"
 
 	"github.com/shardedcache/shardedcache/ring"
 )
@@ -10,6 +14,75 @@ import (
 // ErrMoveInProgress is returned by BeginMove and SetShards while a move is
 // in progress.
 var ErrMoveInProgress = errors.New("shardedclient: a move is already in progress; end it first")
+
+// ErrMoveIncomplete is returned by EndMove, unforced, before the window's
+// migration has finished (Window.MarkMigrated): keys not yet moved would
+// stay on their old shards, unreachable.
+var ErrMoveIncomplete = errors.New("shardedclient: the migration of this move has not finished; run it to the end, or end the move knowingly (forced)")
+
+// Window is the life cycle of one move, from BeginMove to EndMove: open,
+// then migrated once every key has been moved, then ended. Its ID tells it
+// from every other window, so that a checkpoint of one migration cannot be
+// resumed in another.
+type Window struct {
+	// ID is random, 16 hex digits.
+	ID       string
+	migrated atomic.Bool
+
+	// With RememberMoved, the keys this process has moved (or found
+	// absent from their old owner) in this window: they need no move again.
+	remember bool
+	mu       sync.Mutex
+	moved    map[string]struct{}
+}
+
+// Remembered reports whether key was marked moved in w (see RememberMoved);
+// false for a nil w.
+func (w *Window) Remembered(key string) bool {
+	if w == nil || !w.remember {
+		return false
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	_, ok := w.moved[key]
+	return ok
+}
+
+// Remember marks keys moved in w, if w remembers (see RememberMoved):
+// View.Track no longer reports them as moving. A nil w remembers nothing.
+func (w *Window) Remember(keys ...string) {
+	if w == nil || !w.remember {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, k := range keys {
+		w.moved[k] = struct{}{}
+	}
+}
+
+// RememberMoved makes every window of s remember the keys its backend marks
+// moved (Window.Remember), so that they are moved once: for a backend that
+// cannot tell a value written in the window from a stale leftover on the
+// new owner (memcached). The memory is one map entry per key used in the
+// window, dropped by EndMove. Call it once, before the first BeginMove.
+func (s *Sharded[C]) RememberMoved() { s.rememberMoved = true }
+
+// MarkMigrated records that every key of the window is on its new owner,
+// which lets EndMove end it unforced.
+func (w *Window) MarkMigrated() { w.migrated.Store(true) }
+
+// Migrated reports whether MarkMigrated was called.
+func (w *Window) Migrated() bool { return w.migrated.Load() }
+
+func newWindow() *Window {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
+	return &Window{ID: hex.EncodeToString(b[:])}
+}
+
+// Window returns the move in progress, or nil outside a move.
+func (s *Sharded[C]) Window() *Window { return s.window.Load() }
 
 // BeginMove starts moving to a new shard list without a cold cache: keys are
 // placed by the new list's ring at once, and the old ring stays as the
@@ -19,7 +92,13 @@ var ErrMoveInProgress = errors.New("shardedclient: a move is already in progress
 // EndMove. Identity, counters and ejections carry over as in SetShards; a
 // shard that keeps its identity is the same shard (its data is not moved
 // if its client changes).
-func (s *Sharded[C]) BeginMove(shards []Shard[C]) error {
+//
+// Before the new view serves any command, prepare (when not nil) runs on it
+// with the move's rings set (View.Moved works) and view changes held back:
+// the backend removes there the stale copies that the shards gaining keys
+// hold (see package redis). If prepare fails, nothing changes and its
+// error is returned.
+func (s *Sharded[C]) BeginMove(shards []Shard[C], prepare func(*View[C]) error) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	cur, v, err := s.nextView(shards)
@@ -29,7 +108,7 @@ func (s *Sharded[C]) BeginMove(shards []Shard[C]) error {
 	// Append the shards that leave, and map the old ring's indices.
 	v.prevIdx = make([]int, len(cur.shards))
 	for i, sh := range cur.shards {
-		j := v.indexOf(identity(i, sh))
+		j := v.full.Index(cur.ID(i))
 		if j < 0 {
 			j = len(v.shards)
 			v.shards = append(v.shards, sh)
@@ -38,8 +117,18 @@ func (s *Sharded[C]) BeginMove(shards []Shard[C]) error {
 		v.prevIdx[i] = j
 	}
 	v.prev = cur.live
+	if prepare != nil {
+		if err := prepare(v); err != nil {
+			return err
+		}
+	}
 	g := &moveGate{prev: v.prev, prevIdx: v.prevIdx, next: v.live, done: make(chan struct{})}
 	v.gates = append(v.gates, g)
+	w := newWindow()
+	if s.rememberMoved {
+		w.remember, w.moved = true, map[string]struct{}{}
+	}
+	s.window.Store(w)
 	s.swap(v, false)
 	s.openGate(g)
 	return nil
@@ -49,15 +138,21 @@ func (s *Sharded[C]) BeginMove(shards []Shard[C]) error {
 // and the clients of the shards that left are closed once the commands
 // using them have ended. The keys the move changed wait, before their next
 // command, until the commands begun during the move have ended (one of
-// them may still be moving the key). Without a move in progress it does
+// them may still be moving the key). Unless force, it returns
+// ErrMoveIncomplete, changing nothing, before the window's migration has
+// finished (Window.MarkMigrated). Without a move in progress it does
 // nothing.
-func (s *Sharded[C]) EndMove() error {
+func (s *Sharded[C]) EndMove(force bool) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	cur := s.view.Load()
 	if cur.prev == nil || s.closed {
 		return nil
 	}
+	if w := s.window.Load(); !force && !w.Migrated() {
+		return ErrMoveIncomplete
+	}
+	s.window.Store(nil)
 	n := cur.full.Len()
 	for _, h := range cur.health[n:] {
 		h.stopTimer()
@@ -100,24 +195,6 @@ func (s *Sharded[C]) openGate(g *moveGate) {
 			}
 		}
 	}()
-}
-
-// Gate returns, for a key that a recent move changed (BeginMove or
-// EndMove), a channel closed once the commands begun before that step have
-// ended; the caller waits on it before using the key. It returns nil when
-// there is nothing to wait for.
-func (v *View[C]) Gate(key string) <-chan struct{} {
-	for _, g := range v.gates {
-		select {
-		case <-g.done:
-			continue
-		default:
-		}
-		if g.prevIdx[g.prev.Locate(key)] != g.next.Locate(key) {
-			return g.done
-		}
-	}
-	return nil
 }
 
 // openGates returns the gates of gates that are still closed.

@@ -5,6 +5,7 @@ import (
 	"io"
 	"reflect"
 	"slices"
+	"strings"
 )
 
 // ErrClosed is returned by SetShards after Close.
@@ -25,12 +26,54 @@ func (s *Sharded[C]) SetShards(shards []Shard[C]) error {
 	if err != nil {
 		return err
 	}
+	if err := placementShift(cur, v); err != nil {
+		return err
+	}
 	for _, h := range cur.health {
 		if v.indexOfHealth(h) < 0 {
 			h.stopTimer()
 		}
 	}
 	s.swap(v, true)
+	return nil
+}
+
+// ErrPlacementShift is matched (errors.Is) by a *PlacementShiftError.
+var ErrPlacementShift = errors.New("the keys of shards that stay would move")
+
+// PlacementShiftError is returned by SetShards, changing nothing, for a cold
+// change that would move the keys of shards that stay in the list (the same
+// server, by ID) because their placement changes: an unnamed shard of the
+// Jedis ring is placed by its position, so removing or inserting a shard
+// before it gives it another position's virtual nodes (as Jedis does for
+// the new list). Name the shards, or move their keys with BeginMove.
+type PlacementShiftError struct {
+	// Shards are the shards whose placement changes, as
+	// `shard 1 (10.0.0.3:6379): slot:2 -> slot:1`.
+	Shards []string
+}
+
+func (e *PlacementShiftError) Error() string {
+	return "shardedclient: the change would move the keys of shards that stay (" + strings.Join(e.Shards, "; ") +
+		"): an unnamed shard is placed by its position; name the shards, or move their keys with a resharding window"
+}
+
+// Is reports whether target is ErrPlacementShift.
+func (e *PlacementShiftError) Is(target error) bool { return target == ErrPlacementShift }
+
+// placementShift returns a *PlacementShiftError if a shard of cur that stays
+// in next (same ID) has another placement there.
+func placementShift[C any](cur, next *View[C]) error {
+	var shifted []string
+	for j := range next.full.Len() {
+		i := cur.full.Index(next.full.ID(j))
+		if i >= 0 && cur.full.Placement(i) != next.full.Placement(j) {
+			shifted = append(shifted, next.Label(j)+": "+cur.full.Placement(i)+" -> "+next.full.Placement(j))
+		}
+	}
+	if len(shifted) > 0 {
+		return &PlacementShiftError{Shards: shifted}
+	}
 	return nil
 }
 
@@ -59,6 +102,7 @@ func (s *Sharded[C]) nextView(shards []Shard[C]) (cur, next *View[C], err error)
 func (s *Sharded[C]) swap(v *View[C], closeOld bool) {
 	old := s.view.Swap(v)
 	old.retire()
+	s.notify()
 	s.retired = slices.DeleteFunc(append(s.retired, old), func(r *View[C]) bool {
 		select {
 		case <-r.unpinned:

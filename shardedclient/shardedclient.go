@@ -53,9 +53,13 @@ type Group struct {
 // Sharded is a ring of shards, each holding a client of type C. Its methods
 // are safe for concurrent use.
 type Sharded[C any] struct {
-	view   atomic.Pointer[View[C]]
-	opts   []ring.Option
-	health Health[C]
+	view          atomic.Pointer[View[C]]
+	opts          []ring.Option
+	health        Health[C]
+	mover         Mover[C]               // set by the backend (SetMover)
+	window        atomic.Pointer[Window] // the move in progress (BeginMove), else nil
+	rememberMoved bool                   // see RememberMoved
+	locks         KeyLocks               // a key's stripe, locked while the key moves
 
 	mu      sync.Mutex // serializes view changes (eject, rejoin, SetShards, Close)
 	closed  bool
@@ -113,12 +117,17 @@ func (s *Sharded[C]) newView(shards []Shard[C], old *View[C]) (*View[C], error) 
 		health: make([]*shardHealth, len(shards))}
 	v.init()
 	var ejected []int
+	seen := make(map[string]int, len(shards))
 	for i, n := range full.Nodes() {
+		if j, dup := seen[full.ID(i)]; dup {
+			return nil, fmt.Errorf("shardedclient: shards %d (%q) and %d (%q) are the same server (%s)", j, shards[j].Name, i, shards[i].Name, shards[i].Addr)
+		}
+		seen[full.ID(i)] = i
 		v.shards[i] = shards[i]
 		v.shards[i].Weight = n.Weight
 		v.health[i] = &shardHealth{}
 		if old != nil {
-			if j := old.indexOf(identity(i, shards[i])); j >= 0 {
+			if j := old.indexOf(full.ID(i)); j >= 0 {
 				v.health[i] = old.health[j]
 				if v.health[i].ejected.Load() {
 					ejected = append(ejected, i)
@@ -132,18 +141,6 @@ func (s *Sharded[C]) newView(shards []Shard[C], old *View[C]) (*View[C], error) 
 		}
 	}
 	return v, nil
-}
-
-// identity names a shard across shard lists: its name, else its address,
-// else its position.
-func identity[C any](i int, sh Shard[C]) string {
-	switch {
-	case sh.Name != "":
-		return "name:" + sh.Name
-	case sh.Addr != "":
-		return "addr:" + sh.Addr
-	}
-	return fmt.Sprintf("index:%d", i)
 }
 
 // isNil reports whether c is a nil interface, pointer, map, slice, channel
@@ -323,16 +320,27 @@ func (v *View[C]) GroupKeys(keys []string) []Group {
 	return groups
 }
 
-// ID returns shard i's identity: the key under which state that belongs to a
-// shard (health, subscriptions, migration cursors) is kept across shard
-// lists, whatever the shard's position. Two shards of one view never share
-// an ID.
-func (v *View[C]) ID(i int) string { return identity(i, v.shards[i]) }
+// ID returns shard i's identity, ring.ID of its node: its address when it
+// has one (the server holds its keys, whatever the shard's name or
+// position), else its name, else its slot. State that belongs to a shard
+// (health, subscriptions, migration checkpoints, moves) is kept by ID
+// across shard lists. Two shards of one view never share an ID.
+func (v *View[C]) ID(i int) string {
+	if i < v.full.Len() {
+		return v.full.ID(i)
+	}
+	for p, j := range v.prevIdx { // a shard the move in progress removes
+		if j == i {
+			return v.prev.ID(p)
+		}
+	}
+	panic("shardedclient: shard index out of range")
+}
 
 // indexOf returns the index of the shard with the given identity, or -1.
 func (v *View[C]) indexOf(id string) int {
-	for i, sh := range v.shards {
-		if identity(i, sh) == id {
+	for i := range v.shards {
+		if v.ID(i) == id {
 			return i
 		}
 	}

@@ -159,9 +159,9 @@ func run() error {
 		return e.(error)
 	}
 
-	fmt.Printf("%-8s %9s %9s %9s %7s\n", "SOURCE", "SCANNED", "MOVED", "SKIPPED", "FAILED")
+	fmt.Printf("%-28s %8s %8s %8s %8s %6s %6s %6s\n", "SOURCE", "SCANNED", "OWNED", "MOVED", "ON-NEW", "GONE", "STALE", "FAILED")
 	for _, p := range m.Progress() {
-		fmt.Printf("%-8s %9d %9d %9d %7d\n", p.Shard, p.Scanned, p.Moved, p.Skipped, p.Failed)
+		fmt.Printf("%-28s %8d %8d %8d %8d %6d %6d %6d\n", p.Shard, p.Scanned, p.Owned, p.Moved, p.OnNewOwner, p.Gone, p.Stale, p.Failed)
 	}
 	fmt.Printf("traffic during the migration: %d reads (%d misses), %d writes\n\n", reads.Load(), misses.Load(), writes.Load())
 

@@ -1,0 +1,126 @@
+package shardedclient
+
+import (
+	"context"
+	"errors"
+	"slices"
+)
+
+// The moving-key protocol, in one place. During a move (BeginMove) and for a
+// while after each step of it, a command's keys may need two things before
+// the command runs:
+//
+//   - to wait for a gate: a key that a step changed waits until the commands
+//     begun on the views before that step have ended (one of them may still
+//     write the key on its old owner);
+//   - to be moved: a key whose owner changed and that may still be on its
+//     old owner is moved there first (by the backend's Mover), with its
+//     stripe locked (KeyLocks), so that the move and other commands on the
+//     key do not interleave.
+//
+// A backend tracks each key of a command on the command's View (Track, which
+// also tells the key's owner), then calls Prepare once before sending
+// anything. Outside a move, with no gate open, both cost a few loads and
+// allocate nothing.
+
+// MovingKey is a key whose owner changes in the move in progress: From is
+// the index of its owner before the move and To of its owner now, both in
+// the View's shard list.
+type MovingKey struct {
+	Key      string
+	From, To int
+}
+
+// Mover moves keys from their old owner to their new one, on v; their
+// stripes are locked by the caller. It returns nil when every key is on its
+// new owner (or on neither shard), else an error naming what failed.
+type Mover[C any] func(ctx context.Context, v *View[C], keys []MovingKey) error
+
+// Pending is what a command's keys need before the command runs: the gates
+// to wait for and the keys to move. The zero value is empty; a backend keeps
+// one per command (or per pipeline) and fills it with View.Track.
+type Pending struct {
+	gates  []<-chan struct{}
+	moving []MovingKey
+}
+
+// Moving returns the keys to move that p holds.
+func (p *Pending) Moving() []MovingKey { return p.moving }
+
+// Reset empties p, keeping its storage.
+func (p *Pending) Reset() {
+	p.gates, p.moving = p.gates[:0], p.moving[:0]
+}
+
+// Track records in p what key needs before a command may use it on v, and
+// returns the index of the shard that owns key now (the live shard that
+// Locate returns).
+func (v *View[C]) Track(p *Pending, key string) int {
+	for _, g := range v.gates {
+		if g.changes(key) && !slices.Contains(p.gates, (<-chan struct{})(g.done)) {
+			p.gates = append(p.gates, g.done)
+		}
+	}
+	if v.prev == nil {
+		return v.live.Locate(key)
+	}
+	from, to, moved := v.Moved(key)
+	if moved && !v.parent.Window().Remembered(key) {
+		p.moving = append(p.moving, MovingKey{Key: key, From: from, To: to})
+	}
+	return to
+}
+
+// Prepare waits until every gate of p is open, then moves p's keys with
+// move, or with the backend's Mover (see SetMover) when move is nil, their
+// stripes locked only while they move:
+// once a key has left its old owner nothing puts it back there (commands of
+// older views have ended, and the migration takes the same locks), so the
+// command itself needs no lock. It returns ctx.Err() if ctx ends while
+// waiting, ErrNoMover if keys must move and no Mover was set, and the
+// Mover's error.
+func (v *View[C]) Prepare(ctx context.Context, p *Pending, move Mover[C]) error {
+	for _, g := range p.gates {
+		select {
+		case <-g:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	if len(p.moving) == 0 {
+		return nil
+	}
+	s := v.parent
+	if move == nil {
+		move = s.mover
+	}
+	if move == nil {
+		return ErrNoMover
+	}
+	names := make([]string, len(p.moving))
+	for i, k := range p.moving {
+		names[i] = k.Key
+	}
+	unlock := s.locks.Lock(names...)
+	defer unlock()
+	return move(ctx, v, p.moving)
+}
+
+// ErrNoMover is returned by View.Prepare when keys must move and the
+// backend set no Mover.
+var ErrNoMover = errors.New("shardedclient: keys must move and no Mover is set")
+
+// SetMover sets how the backend moves keys to their new owner during a move
+// (see View.Prepare); call it once, before the first BeginMove.
+func (s *Sharded[C]) SetMover(m Mover[C]) { s.mover = m }
+
+// changes reports whether g still holds key back: g is not yet open and
+// key's owner differs between the rings on either side of g's step.
+func (g *moveGate) changes(key string) bool {
+	select {
+	case <-g.done:
+		return false
+	default:
+	}
+	return g.prevIdx[g.prev.Locate(key)] != g.next.Locate(key)
+}

@@ -1,0 +1,254 @@
+package shardedclient_test
+
+// The moving-key protocol (Track, Prepare), shard identity across lists, and
+// the move's window: regression tests for the review's findings.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/shardedcache/shardedcache/ring"
+	"github.com/shardedcache/shardedcache/shardedclient"
+)
+
+// recordMover is a Mover that records the keys it is asked to move.
+type recordMover struct {
+	mu    sync.Mutex
+	moved []string
+}
+
+func (m *recordMover) move(_ context.Context, _ *shardedclient.View[*testClient], keys []shardedclient.MovingKey) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, k := range keys {
+		m.moved = append(m.moved, k.Key)
+	}
+	return nil
+}
+
+// prepare tracks keys on the current view, in order, and prepares them
+// within d.
+func prepare(s *sharded, d time.Duration, keys ...string) error {
+	v := s.Acquire()
+	defer v.Release()
+	var p shardedclient.Pending
+	for _, k := range keys {
+		v.Track(&p, k)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	return v.Prepare(ctx, &p, nil)
+}
+
+// A command waits for the gate of every one of its keys, whatever their
+// order: with two steps' gates closed, the later one (which waits for more
+// commands) is not forgotten when a later key needs only the earlier one.
+func TestPrepareWaitsForEveryKeysGate(t *testing.T) {
+	clients := newClients("a", "b", "c", "d", "e")
+	s := newSharded(t, shardedclient.Health[*testClient]{}, clients[:3])
+	var mover recordMover
+	s.SetMover(mover.move)
+	abc, abcd, abcde := refRing(t, "a", "b", "c"), refRing(t, "a", "b", "c", "d"), refRing(t, "a", "b", "c", "d", "e")
+	ks := testKeys(20000)
+	// k1 moves to d in the first move and stays on d; k2 stays put in the
+	// first move and moves to e in the second.
+	k1 := ks[slices.IndexFunc(ks, func(k string) bool { return abc.Locate(k) != 3 && abcd.Locate(k) == 3 && abcde.Locate(k) == 3 })]
+	k2 := ks[slices.IndexFunc(ks, func(k string) bool { return abc.Locate(k) == abcd.Locate(k) && abcde.Locate(k) == 4 })]
+
+	view0 := s.Acquire() // a command begun before the first move
+	if err := s.BeginMove(shardList(clients[:4]), nil); err != nil {
+		t.Fatal(err)
+	}
+	view1 := s.Acquire() // a command of the first window
+	if err := s.EndMove(true); err != nil {
+		t.Fatal(err)
+	}
+	view2 := s.Acquire() // a command between the two moves
+	if err := s.BeginMove(shardList(clients), nil); err != nil {
+		t.Fatal(err)
+	}
+	// k1's gates wait for view0 and view1; k2's gate for those and view2.
+	view0.Release()
+	view1.Release()
+	if err := prepare(s, 5*time.Second, k1); err != nil {
+		t.Fatalf("k1 once the views before its gates ended: %v", err)
+	}
+	for _, order := range [][]string{{k2, k1}, {k1, k2}} {
+		if err := prepare(s, 100*time.Millisecond, order...); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("keys %q while view2 is held: %v, want to wait for k2's gate", order, err)
+		}
+	}
+	if len(mover.moved) != 0 {
+		t.Fatalf("keys moved before their gates opened: %q", mover.moved)
+	}
+	view2.Release()
+	if err := prepare(s, 5*time.Second, k2, k1); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(mover.moved, []string{k2}) {
+		t.Fatalf("moved %q, want only %q (k1 does not move in the second move)", mover.moved, k2)
+	}
+}
+
+// unnamed returns unnamed shards at the addresses of clients' names.
+func unnamed(clients ...*testClient) []shardedclient.Shard[*testClient] {
+	out := make([]shardedclient.Shard[*testClient], len(clients))
+	for i, c := range clients {
+		out[i] = shardedclient.Shard[*testClient]{Addr: "host-" + c.name + ":6379", Client: c}
+	}
+	return out
+}
+
+// Unnamed shards [A, B, C], then [A, C]: on the Jedis ring C would take B's
+// slot, moving C's keys although C stays. A cold SetShards refuses it,
+// naming C; BeginMove accepts it, and moves B's keys to C and those of C's
+// keys that the new list gives A, no others; the plan says exactly that
+// (it said 34.9% when 51% moved, comparing slots instead of servers).
+func TestUnnamedShardShiftIsRefusedColdAndPlannedAsAMove(t *testing.T) {
+	clients := newClients("A", "B", "C")
+	s, err := shardedclient.New(unnamed(clients...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	ks := testKeys(30000)
+	before := locateAll(s, ks)
+	err = s.SetShards(unnamed(clients[0], clients[2]))
+	var shift *shardedclient.PlacementShiftError
+	if !errors.As(err, &shift) || !errors.Is(err, shardedclient.ErrPlacementShift) {
+		t.Fatalf("SetShards(A, C) = %v, want a *PlacementShiftError", err)
+	}
+	if want := []string{`shard 1 (host-C:6379): slot:2 -> slot:1`}; !slices.Equal(shift.Shards, want) {
+		t.Fatalf("shifted shards %q, want %q", shift.Shards, want)
+	}
+	if got := locateAll(s, ks); !slices.Equal(got, before) {
+		t.Fatal("a refused SetShards changed the placement")
+	}
+	// Named, the same change is cold and moves only B's keys.
+	if err := s.SetShards(shardList(clients)); err != nil {
+		t.Fatal(err)
+	}
+
+	s2, err := shardedclient.New(unnamed(clients...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s2.Close() })
+	nodes := []ring.Node{{Addr: "host-A:6379"}, {Addr: "host-C:6379"}}
+	plan, err := s2.Plan(nodes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s2.BeginMove(unnamed(clients[0], clients[2]), nil); err != nil {
+		t.Fatal(err)
+	}
+	v := s2.Acquire()
+	defer v.Release()
+	moves := map[string]int{}
+	moved := 0
+	for _, k := range ks {
+		from, to, isMoved := v.Moved(k)
+		server := func(i int) string { return v.Shard(i).Client.name }
+		if isMoved != (server(from) != server(to)) {
+			t.Fatalf("%s: Moved says %v from %s to %s", k, isMoved, server(from), server(to))
+		}
+		if isMoved {
+			moves[server(from)+"->"+server(to)]++
+			moved++
+		}
+	}
+	// C takes B's slot (B's virtual nodes): all of B's keys go to C, and
+	// the part of C's old arcs that the list [A, C] gives A goes to A.
+	if moves["B->C"] == 0 || moves["C->A"] == 0 || len(moves) != 2 {
+		t.Fatalf("moves %v, want B->C and C->A only", moves)
+	}
+	if got := float64(moved) / float64(len(ks)); got < plan.Moved-0.015 || got > plan.Moved+0.015 {
+		t.Fatalf("%.4f of keys move, the plan says %.4f", got, plan.Moved)
+	}
+}
+
+// Two shards at one address are one server: refused, naming both.
+func TestSameServerTwiceIsRefused(t *testing.T) {
+	clients := newClients("a", "b")
+	list := shardList(clients)
+	list[1].Addr = list[0].Addr
+	_, err := shardedclient.New(list)
+	if err == nil || !strings.Contains(err.Error(), `shards 0 ("a") and 1 ("b") are the same server (10.0.0.1:6379)`) {
+		t.Fatalf("New = %v", err)
+	}
+}
+
+// The window's life cycle: EndMove unforced before the migration finished is
+// refused; MarkMigrated lets it end; each window has its own ID.
+func TestWindowLifeCycle(t *testing.T) {
+	clients := newClients("a", "b", "c", "d")
+	s := newSharded(t, shardedclient.Health[*testClient]{}, clients[:3])
+	if s.Window() != nil {
+		t.Fatal("a window before BeginMove")
+	}
+	if err := s.BeginMove(shardList(clients), nil); err != nil {
+		t.Fatal(err)
+	}
+	w := s.Window()
+	if w == nil || len(w.ID) != 16 {
+		t.Fatalf("window %+v", w)
+	}
+	if err := s.BeginMove(shardList(clients), nil); !errors.Is(err, shardedclient.ErrMoveInProgress) {
+		t.Fatalf("second BeginMove: %v", err)
+	}
+	if err := s.EndMove(false); !errors.Is(err, shardedclient.ErrMoveIncomplete) {
+		t.Fatalf("EndMove before the migration: %v", err)
+	}
+	if s.Window() != w {
+		t.Fatal("a refused EndMove ended the window")
+	}
+	w.MarkMigrated()
+	if err := s.EndMove(false); err != nil {
+		t.Fatal(err)
+	}
+	if s.Window() != nil {
+		t.Fatal("window after EndMove")
+	}
+	if err := s.BeginMove(shardList(clients[:3]), nil); err != nil {
+		t.Fatal(err)
+	}
+	if w2 := s.Window(); w2 == nil || w2.ID == w.ID || w2.Migrated() {
+		t.Fatalf("second window %+v, first %+v", w2, w)
+	}
+	if err := s.EndMove(true); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A failing prepare of BeginMove changes nothing.
+func TestBeginMovePrepareFailureChangesNothing(t *testing.T) {
+	clients := newClients("a", "b", "c", "d")
+	s := newSharded(t, shardedclient.Health[*testClient]{}, clients[:3])
+	ks := testKeys(2000)
+	before := locateAll(s, ks)
+	boom := errors.New("boom")
+	var sawMove bool
+	err := s.BeginMove(shardList(clients), func(v *shardedclient.View[*testClient]) error {
+		for _, k := range ks {
+			if _, to, moved := v.Moved(k); moved && to == 3 {
+				sawMove = true
+			}
+		}
+		return boom
+	})
+	if !errors.Is(err, boom) || !sawMove {
+		t.Fatalf("BeginMove = %v (prepare saw the move: %v)", err, sawMove)
+	}
+	if s.Window() != nil || !slices.Equal(locateAll(s, ks), before) || s.Len() != 3 {
+		t.Fatal("a failed BeginMove changed the shards")
+	}
+	if fmt.Sprint(s.AllShards()[2].Client.name) != "c" {
+		t.Fatal("shards changed")
+	}
+}
