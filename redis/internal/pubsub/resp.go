@@ -1,25 +1,26 @@
-// Package resp reads commands and writes replies in RESP2, the Redis
-// serialization protocol, as far as the sharded client's pub/sub fan-in
-// needs: commands are arrays of bulk strings; replies are arrays of bulk
-// strings, integers and nulls, simple strings and errors.
-package resp
+package pubsub
+
+// The fan-in's side of RESP2, the Redis serialization protocol, as far as
+// it needs: commands are arrays of bulk strings; replies are arrays of bulk
+// strings, integers and nulls, and errors.
 
 import (
 	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 )
 
-// MaxBulk bounds one argument's length (512 MiB, Redis's proto-max-bulk-len).
-const MaxBulk = 512 << 20
+// maxBulk bounds one argument's length (512 MiB, Redis's proto-max-bulk-len).
+const maxBulk = 512 << 20
 
 // maxArgs bounds the number of arguments of one command.
 const maxArgs = 1 << 20
 
-// ReadCommand reads one command: an array of bulk strings.
-func ReadCommand(r *bufio.Reader) ([]string, error) {
+// readCommand reads one command: an array of bulk strings.
+func readCommand(r *bufio.Reader) ([]string, error) {
 	n, err := readHeader(r, '*')
 	if err != nil {
 		return nil, err
@@ -33,11 +34,11 @@ func ReadCommand(r *bufio.Reader) ([]string, error) {
 		if err != nil {
 			return nil, err
 		}
-		if size < 0 || size > MaxBulk {
+		if size < 0 || size > maxBulk {
 			return nil, fmt.Errorf("resp: bulk string of %d bytes", size)
 		}
 		buf := make([]byte, size+2)
-		if _, err := readFull(r, buf); err != nil {
+		if _, err := io.ReadFull(r, buf); err != nil {
 			return nil, err
 		}
 		if buf[size] != '\r' || buf[size+1] != '\n' {
@@ -46,18 +47,6 @@ func ReadCommand(r *bufio.Reader) ([]string, error) {
 		args[i] = string(buf[:size])
 	}
 	return args, nil
-}
-
-func readFull(r *bufio.Reader, buf []byte) (int, error) {
-	n := 0
-	for n < len(buf) {
-		m, err := r.Read(buf[n:])
-		n += m
-		if err != nil {
-			return n, err
-		}
-	}
-	return n, nil
 }
 
 // readHeader reads a line "<kind><integer>\r\n".
@@ -72,9 +61,9 @@ func readHeader(r *bufio.Reader, kind byte) (int, error) {
 	return strconv.Atoi(line[1 : len(line)-2])
 }
 
-// AppendArray appends an array reply whose items are strings (bulk
+// appendArray appends an array reply whose items are strings (bulk
 // strings), int or int64 (integers), or nil (null bulk string).
-func AppendArray(b []byte, items ...any) []byte {
+func appendArray(b []byte, items ...any) []byte {
 	b = append(b, '*')
 	b = strconv.AppendInt(b, int64(len(items)), 10)
 	b = append(b, '\r', '\n')
@@ -103,8 +92,8 @@ func appendInt(b []byte, n int64) []byte {
 	return append(b, '\r', '\n')
 }
 
-// AppendError appends an error reply; line breaks in msg become spaces.
-func AppendError(b []byte, msg string) []byte {
+// appendError appends an error reply; line breaks in msg become spaces.
+func appendError(b []byte, msg string) []byte {
 	msg = strings.NewReplacer("\r", " ", "\n", " ").Replace(msg)
 	b = append(b, '-')
 	b = append(b, msg...)

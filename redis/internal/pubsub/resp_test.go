@@ -1,4 +1,4 @@
-package resp
+package pubsub
 
 import (
 	"bufio"
@@ -9,28 +9,28 @@ import (
 
 func TestReadCommand(t *testing.T) {
 	r := bufio.NewReader(strings.NewReader("*3\r\n$9\r\nsubscribe\r\n$1\r\na\r\n$0\r\n\r\n*1\r\n$4\r\nping\r\n"))
-	got, err := ReadCommand(r)
+	got, err := readCommand(r)
 	if err != nil || !slices.Equal(got, []string{"subscribe", "a", ""}) {
-		t.Fatalf("ReadCommand = %q, %v", got, err)
+		t.Fatalf("readCommand = %q, %v", got, err)
 	}
-	if got, err := ReadCommand(r); err != nil || !slices.Equal(got, []string{"ping"}) {
-		t.Fatalf("second ReadCommand = %q, %v", got, err)
+	if got, err := readCommand(r); err != nil || !slices.Equal(got, []string{"ping"}) {
+		t.Fatalf("second readCommand = %q, %v", got, err)
 	}
 	for _, bad := range []string{"+OK\r\n", "*0\r\n", "*1\r\n$-1\r\n", "*1\r\n$2\r\nabc\r\n", "*x\r\n", "*1\r\n$99999999999\r\n"} {
-		if _, err := ReadCommand(bufio.NewReader(strings.NewReader(bad))); err == nil {
-			t.Errorf("ReadCommand(%q) accepted it", bad)
+		if _, err := readCommand(bufio.NewReader(strings.NewReader(bad))); err == nil {
+			t.Errorf("readCommand(%q) accepted it", bad)
 		}
 	}
 }
 
 func TestAppend(t *testing.T) {
-	got := string(AppendArray(nil, "message", "ch", 3, int64(-1), nil))
+	got := string(appendArray(nil, "message", "ch", 3, int64(-1), nil))
 	want := "*5\r\n$7\r\nmessage\r\n$2\r\nch\r\n:3\r\n:-1\r\n$-1\r\n"
 	if got != want {
-		t.Fatalf("AppendArray = %q, want %q", got, want)
+		t.Fatalf("appendArray = %q, want %q", got, want)
 	}
-	if got := string(AppendError(nil, "ERR a\r\nb")); got != "-ERR a  b\r\n" {
-		t.Fatalf("AppendError = %q", got)
+	if got := string(appendError(nil, "ERR a\r\nb")); got != "-ERR a  b\r\n" {
+		t.Fatalf("appendError = %q", got)
 	}
 }
 
@@ -38,7 +38,7 @@ func FuzzReadCommand(f *testing.F) {
 	f.Add("*2\r\n$3\r\nget\r\n$1\r\nk\r\n")
 	f.Add("*1\r\n$-5\r\n")
 	f.Fuzz(func(t *testing.T, in string) {
-		args, err := ReadCommand(bufio.NewReader(strings.NewReader(in)))
+		args, err := readCommand(bufio.NewReader(strings.NewReader(in)))
 		if err != nil {
 			return
 		}
@@ -47,8 +47,8 @@ func FuzzReadCommand(f *testing.F) {
 		for i, a := range args {
 			items[i] = a
 		}
-		out := string(AppendArray(nil, items...))
-		again, err := ReadCommand(bufio.NewReader(strings.NewReader(out)))
+		out := string(appendArray(nil, items...))
+		again, err := readCommand(bufio.NewReader(strings.NewReader(out)))
 		if err != nil || !slices.Equal(again, args) {
 			t.Fatalf("read %q from %q; written as %q it reads as %q, %v", args, in, out, again, err)
 		}
