@@ -97,3 +97,64 @@ func holds(servers []map[string]string, key string) bool {
 	}
 	return false
 }
+
+// A leftover on a key's new owner, from an earlier cold SetShards, never wins
+// in a memcache window: the old owner's value replaces it, and when the old
+// owner has none (the key was deleted since) the leftover is deleted, not
+// resurrected. The window moves a key once: a write after the move stays.
+func TestMemcacheReshardLeftoverNeverWins(t *testing.T) {
+	forEachMemcached(t, 4, func(t *testing.T, servers []*mcServer) {
+		opts := make([]shardedmc.ShardOptions, len(servers))
+		for i, s := range servers {
+			opts[i] = shardedmc.ShardOptions{Name: "mc-" + strconv.Itoa(i), Addr: s.addr}
+		}
+		c, err := shardedmc.NewShardedClient(&shardedmc.ShardedOptions{Shards: opts[:3]})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		keys := mcKeys("left:", 400)
+		setAll(t, c, keys) // "v-<key>" on the first three servers
+		if err := c.SetShards(opts); err != nil { // cold: leftovers stay behind
+			t.Fatal(err)
+		}
+		var onD []string
+		for _, k := range keys {
+			if c.GetShardInfo(k).Name == "mc-3" {
+				onD = append(onD, k)
+			}
+		}
+		if len(onD) < 3 {
+			t.Fatalf("%d keys on the fourth shard", len(onD))
+		}
+		written, deleted := onD[0], onD[1]
+		if err := c.Set(&gomemcache.Item{Key: written, Value: []byte("v2")}); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Delete(deleted); !errors.Is(err, gomemcache.ErrCacheMiss) { // its value is a leftover elsewhere
+			t.Fatalf("Delete of a key with no value on its owner: %v", err)
+		}
+		if err := c.BeginResharding(opts[:3], shardedmc.ReshardOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if it, err := c.Get(written); err != nil || string(it.Value) != "v2" {
+			t.Fatalf("Get(%q) = %v, %v; want v2, the last write", written, it, err)
+		}
+		if it, err := c.Get(deleted); !errors.Is(err, gomemcache.ErrCacheMiss) {
+			t.Fatalf("Get(%q) = %v, %v; want a miss: its leftover is stale", deleted, it, err)
+		}
+		if err := c.Set(&gomemcache.Item{Key: written, Value: []byte("v3")}); err != nil {
+			t.Fatal(err)
+		}
+		if it, err := c.Get(written); err != nil || string(it.Value) != "v3" {
+			t.Fatalf("Get(%q) after a write in the window = %v, %v; want v3", written, it, err)
+		}
+		on := onServers(t, servers, keys)
+		if on[3][written] != "" || on[3][deleted] != "" || holds([]map[string]string{on[0], on[1], on[2]}, deleted) {
+			t.Fatalf("copies left: %q on d, deleted key held: %v", on[3][written], holds(on[:3], deleted))
+		}
+		if err := c.EndResharding(); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
