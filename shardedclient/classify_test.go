@@ -42,25 +42,34 @@ type passedDeadline struct{ context.Context }
 
 func (passedDeadline) Deadline() (time.Time, bool) { return time.Now().Add(-time.Millisecond), true }
 
-// callerContexts are the contexts of a caller that ended the call, by kind.
-func callerContexts(t *testing.T) map[string]context.Context {
+// callerContexts are the contexts of a caller that ended the call, by
+// kind, with the cause each gives.
+func callerContexts(t *testing.T) map[string]struct {
+	ctx   context.Context
+	cause error
+} {
 	canceled, cancel := context.WithCancel(context.Background())
 	cancel()
 	expired, cancel2 := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
 	t.Cleanup(cancel2)
-	return map[string]context.Context{
-		"canceled":        canceled,
-		"expired":         expired,
-		"deadline passed": passedDeadline{context.Background()},
+	return map[string]struct {
+		ctx   context.Context
+		cause error
+	}{
+		"canceled":        {canceled, context.Canceled},
+		"expired":         {expired, context.DeadlineExceeded},
+		"deadline passed": {passedDeadline{context.Background()}, context.DeadlineExceeded},
 	}
 }
 
 // Finish on each class of error under a live context and under each ending
 // of the caller: the error the caller gets (unchanged, or a ShardError
-// naming the shard and wrapping it) and the counters.
+// naming the shard, wrapping the error and, when the caller ended a call
+// that failed, the caller's cause) and the counters.
 func TestFinishClassesAndCallerContexts(t *testing.T) {
 	type want struct {
 		named            bool
+		caused           bool // the caller's cause is wrapped too
 		requests, errors uint64
 	}
 	cases := []struct {
@@ -68,17 +77,20 @@ func TestFinishClassesAndCallerContexts(t *testing.T) {
 		live   want // under context.Background()
 		caller want // under every context of callerContexts
 	}{
-		{nil, want{false, 1, 0}, want{false, 1, 0}},
-		{errAnswer, want{false, 1, 0}, want{false, 1, 0}},
-		{fmt.Errorf("get: %w", errLocal), want{true, 1, 0}, want{true, 1, 0}},
-		{errDown, want{true, 1, 1}, want{true, 1, 0}},
-		{errReadTO, want{true, 1, 1}, want{true, 1, 0}},
-		{context.DeadlineExceeded, want{true, 1, 1}, want{true, 1, 0}},
-		{fmt.Errorf("dial: %w", context.Canceled), want{true, 1, 0}, want{true, 1, 0}},
+		{nil, want{false, false, 1, 0}, want{false, false, 1, 0}},
+		{errAnswer, want{false, false, 1, 0}, want{false, false, 1, 0}},
+		{fmt.Errorf("get: %w", errLocal), want{true, false, 1, 0}, want{true, false, 1, 0}},
+		{errDown, want{true, false, 1, 1}, want{true, true, 1, 0}},
+		{errReadTO, want{true, false, 1, 1}, want{true, true, 1, 0}},
+		{context.DeadlineExceeded, want{true, false, 1, 1}, want{true, true, 1, 0}},
+		{fmt.Errorf("dial: %w", context.Canceled), want{true, true, 1, 0}, want{true, true, 1, 0}},
 	}
 	ctxs := callerContexts(t)
-	ctxs["live"] = context.Background()
-	for name, ctx := range ctxs {
+	ctxs["live"] = struct {
+		ctx   context.Context
+		cause error
+	}{context.Background(), context.Canceled} // the cause of a cancellation error
+	for name, cc := range ctxs {
 		for _, tc := range cases {
 			t.Run(fmt.Sprintf("%s/%v", name, tc.err), func(t *testing.T) {
 				w := tc.caller
@@ -87,14 +99,19 @@ func TestFinishClassesAndCallerContexts(t *testing.T) {
 				}
 				s := newSharded(t, shardedclient.Health[*testClient]{Classify: classifyTest}, newClients("a", "b"))
 				v := s.Acquire()
-				got := v.Finish(ctx, 1, tc.err)
+				got := v.Finish(cc.ctx, 1, tc.err)
 				v.Release()
+				wantErr := tc.err
+				if w.caused && !errors.Is(tc.err, cc.cause) {
+					wantErr = fmt.Errorf("%w (%w)", cc.cause, tc.err)
+				}
 				var se *shardedclient.ShardError
 				switch {
 				case !w.named && got != tc.err:
 					t.Fatalf("Finish = %v, want %v unchanged", got, tc.err)
-				case w.named && (!errors.As(got, &se) || se.Index != 1 || se.Name != "b" || se.Addr != shardAddr(1) || se.Err != tc.err):
-					t.Fatalf("Finish = %#v, want a ShardError naming shard 1 and wrapping %v", got, tc.err)
+				case w.named && (!errors.As(got, &se) || se.Index != 1 || se.Name != "b" || se.Addr != shardAddr(1) ||
+					se.Err.Error() != wantErr.Error() || !errors.Is(got, tc.err) || w.caused && !errors.Is(got, cc.cause)):
+					t.Fatalf("Finish = %v, want a ShardError naming shard 1 and wrapping %v", got, wantErr)
 				}
 				st := s.Stats()[1]
 				if st.Requests != w.requests || st.Errors != w.errors || st.Ejected {
@@ -105,11 +122,33 @@ func TestFinishClassesAndCallerContexts(t *testing.T) {
 	}
 }
 
+// Wrap names the shard as Finish does, and reports nothing.
+func TestWrapReportsNothing(t *testing.T) {
+	s := newSharded(t, shardedclient.Health[*testClient]{Classify: classifyTest}, newClients("a", "b"))
+	expired := callerContexts(t)["expired"].ctx
+	v := s.Acquire()
+	got := []error{v.Wrap(context.Background(), 0, errDown), v.Wrap(expired, 0, errReadTO), v.Wrap(expired, 0, errAnswer)}
+	v.Release()
+	want := []string{
+		`shardedcache: shard 0 "a" (10.0.0.1:6379): ` + errDown.Error(),
+		`shardedcache: shard 0 "a" (10.0.0.1:6379): context deadline exceeded (` + errReadTO.Error() + ")",
+		errAnswer.Error(),
+	}
+	for j := range got {
+		if got[j].Error() != want[j] {
+			t.Errorf("Wrap %d = %q, want %q", j, got[j], want[j])
+		}
+	}
+	if st := s.Stats()[0]; st.Requests != 0 {
+		t.Fatalf("stats %+v after Wrap alone", st)
+	}
+}
+
 // A Health without Classify counts every non-nil error, except the
 // caller's: an expired context's error is named but not counted.
 func TestFinishDefaultClassify(t *testing.T) {
 	s := newSharded(t, shardedclient.Health[*testClient]{}, newClients("a", "b"))
-	expired := callerContexts(t)["expired"]
+	expired := callerContexts(t)["expired"].ctx
 	v := s.Acquire()
 	errs := []error{
 		v.Finish(context.Background(), 0, errAnswer),
@@ -130,7 +169,7 @@ func TestFinishDefaultClassify(t *testing.T) {
 // caller's ending leave it as it is (they say nothing of the shard), so
 // that FailureLimit counts the shard's own consecutive failures.
 func TestReportConsecutiveFailures(t *testing.T) {
-	expired := callerContexts(t)["expired"]
+	expired := callerContexts(t)["expired"].ctx
 	bg := context.Background()
 	type step struct {
 		ctx context.Context
@@ -217,7 +256,7 @@ func TestHealthCountsOnlyShardFailuresProperty(t *testing.T) {
 					continue
 				}
 				kind := kinds[rng.IntN(len(kinds))]
-				ctx := callers[kind]
+				ctx := callers[kind].ctx
 				if kind == "live" {
 					ctx = context.Background()
 				}

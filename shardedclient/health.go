@@ -216,38 +216,72 @@ func (v *View[C]) Classify(err error) Class {
 // context.Background(): their outcome is their own, whatever the caller's
 // context did meanwhile.
 func (v *View[C]) Report(ctx context.Context, i int, err error) {
-	v.record(i, err, blame(ctx, err, v.Classify(err)))
+	c, _ := v.judge(ctx, err)
+	v.record(i, err, c)
 }
 
-// Finish reports a call on shard i made under ctx (see Report) and returns
-// its error as the caller sees it: nil or an Answered error unchanged, any
-// other wrapped in a *ShardError naming the shard (the caller's cancel or
-// deadline included, so that errors.Is(err, context.DeadlineExceeded)
-// holds and the error says which shard the call was waiting on).
+// Wrap returns err, the error of a call on shard i made under ctx, as the
+// caller sees it: nil or an Answered error unchanged, any other in a
+// *ShardError naming the shard. When the caller ended the call (see
+// Report), the ShardError wraps the caller's cause too, so that
+// errors.Is(err, context.DeadlineExceeded) holds even when the client made
+// a read timeout of the deadline, and the error says which shard the call
+// was waiting on.
+func (v *View[C]) Wrap(ctx context.Context, i int, err error) error {
+	c, ended := v.judge(ctx, err)
+	return v.wrap(i, err, c, ended)
+}
+
+// Finish reports a call on shard i made under ctx (Report) and returns its
+// error as the caller sees it (Wrap).
 func (v *View[C]) Finish(ctx context.Context, i int, err error) error {
-	c := v.Classify(err)
-	v.record(i, err, blame(ctx, err, c))
-	if c == Answered {
-		return err
-	}
-	return v.Err(i, err)
+	c, ended := v.judge(ctx, err)
+	v.record(i, err, c)
+	return v.wrap(i, err, c, ended)
 }
 
-// blame returns c, the class of err, unless the caller ended the call made
-// under ctx: then a failure is Local. A client may see the caller's
-// deadline pass (its socket deadline is the earlier of its own timeout and
-// ctx's) a moment before ctx notes it, so a passed deadline is enough.
-func blame(ctx context.Context, err error, c Class) Class {
+// judge returns the class of err, the error of a call made under ctx, for
+// the shard's health, and the caller's cause when the caller ended the call
+// (which makes a failure Local).
+func (v *View[C]) judge(ctx context.Context, err error) (Class, error) {
+	c := v.Classify(err)
 	if c != Failed {
-		return c
+		return c, nil
 	}
-	if ctx.Err() != nil || errors.Is(err, context.Canceled) {
-		return Local
+	if ended := callerEnded(ctx, err); ended != nil {
+		return Local, ended
+	}
+	return Failed, nil
+}
+
+// callerEnded returns the cause by which the caller ended a call made under
+// ctx that failed with err: ctx's error; else context.DeadlineExceeded once
+// ctx's deadline has passed, even if ctx has not noted it yet (a client may
+// see its socket deadline, the earlier of its own timeout and ctx's, pass a
+// moment before ctx's timer fires); else context.Canceled when err is a
+// cancellation. It returns nil when the caller did not end the call.
+func callerEnded(ctx context.Context, err error) error {
+	if cause := ctx.Err(); cause != nil {
+		return cause
 	}
 	if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) {
-		return Local
+		return context.DeadlineExceeded
 	}
-	return Failed
+	if errors.Is(err, context.Canceled) {
+		return context.Canceled
+	}
+	return nil
+}
+
+// wrap returns err, of class c (see judge), as the caller sees it.
+func (v *View[C]) wrap(i int, err error, c Class, ended error) error {
+	switch {
+	case c == Answered:
+		return err
+	case ended != nil && !errors.Is(err, ended):
+		err = fmt.Errorf("%w (%w)", ended, err)
+	}
+	return v.Err(i, err)
 }
 
 // record counts the outcome of a call or probe on shard i: err, of class c.

@@ -1,0 +1,357 @@
+package integration_test
+
+// What counts against a Redis shard, on real redis-servers: the caller's
+// cancel or deadline never does (an expired context, a deadline that ends a
+// wait for a busy pool or a read from a hung server), nor does a pool full
+// of the caller's own commands; a killed or hung shard does, within one
+// attempt of its own timeouts. Errors name the shard either way.
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	shardedredis "github.com/shardedcache/shardedcache/redis"
+	"github.com/shardedcache/shardedcache/shardedclient"
+)
+
+// deadlineTimeout is the dial, read and write timeout of the shards here.
+const deadlineTimeout = 300 * time.Millisecond
+
+// deadlineShard is a real shard's options: deadlineTimeout, a pool of
+// poolSize, and MaxRetries and DialerRetries left at their defaults (the
+// package's: no retry, one dial).
+func deadlineShard(addr string, poolSize int) shardedredis.ShardOptions {
+	return shardedredis.ShardOptions{Addr: addr, Options: &goredis.Options{
+		DialTimeout: deadlineTimeout, ReadTimeout: deadlineTimeout, WriteTimeout: deadlineTimeout, PoolSize: poolSize,
+	}}
+}
+
+// startDeadlineShards starts n redis-servers and a ShardedClient over them
+// with health policy h; shard i's pool has pools[i] connections (10 when
+// pools is shorter).
+func startDeadlineShards(t *testing.T, n int, h shardedredis.Health, pools ...int) ([]*redisProc, *shardedredis.ShardedClient) {
+	t.Helper()
+	bin := realRedisBin(t)
+	procs := make([]*redisProc, n)
+	opts := make([]shardedredis.ShardOptions, n)
+	for i := range procs {
+		procs[i] = startRedisProc(t, bin, "")
+		pool := 10
+		if i < len(pools) {
+			pool = pools[i]
+		}
+		opts[i] = deadlineShard(procs[i].addr, pool)
+	}
+	c, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: opts, Health: h})
+	if err != nil {
+		t.Fatal(err)
+	}
+	closeAndSettle(t, c)
+	return procs, c
+}
+
+// ejectAfterTwo is EjectMode with FailureLimit 2 and no rejoin in a test's
+// time.
+var ejectAfterTwo = shardedredis.Health{Mode: shardedclient.EjectMode, FailureLimit: 2, RetryTimeout: time.Hour}
+
+// wantStats fails unless shard i's counters are exactly want (name and
+// address aside).
+func wantStats(t *testing.T, what string, got []shardedclient.ShardStats, i int, want shardedclient.ShardStats) {
+	t.Helper()
+	want.Name, want.Addr = got[i].Name, got[i].Addr
+	if got[i] != want {
+		t.Fatalf("%s: shard %d stats %+v, want %+v", what, i, got[i], want)
+	}
+}
+
+// wantCallerEnded fails unless err is shard i's ShardError and the caller's
+// cause (errors.Is).
+func wantCallerEnded(t *testing.T, what string, err error, i int, addr string, cause error) {
+	t.Helper()
+	wantShardError(t, what, err, i, addr)
+	if !errors.Is(err, cause) {
+		t.Fatalf("%s: %v, want errors.Is(err, %v)", what, err, cause)
+	}
+}
+
+// Eject mode, FailureLimit 2: Gets with an expired or canceled context, and
+// an MGET over every shard with an expired one, fail naming the shard and
+// the caller's cause; they count as requests, never as failures, and eject
+// nothing. The shard then serves the key.
+func TestRealRedisExpiredContextDoesNotEject(t *testing.T) {
+	procs, c := startDeadlineShards(t, 3, ejectAfterTwo)
+	ks := keys(100)
+	key := ks[firstOn(c, ks, 1)]
+	if err := c.Set(ctx, key, "v", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	expired, cancel := context.WithDeadline(ctx, time.Now().Add(-time.Second))
+	defer cancel()
+	canceled, cancel2 := context.WithCancel(ctx)
+	cancel2()
+	for range 2 {
+		wantCallerEnded(t, "GET, expired", c.Get(expired, key).Err(), 1, procs[1].addr, context.DeadlineExceeded)
+		wantCallerEnded(t, "GET, canceled", c.Get(canceled, key).Err(), 1, procs[1].addr, context.Canceled)
+	}
+	err := c.MGet(expired, ks...).Err()
+	wantCallerEnded(t, "MGET, expired", err, 0, procs[0].addr, context.DeadlineExceeded)
+	st := c.Stats()
+	wantStats(t, "after SET, GETs and MGET", st, 1, shardedclient.ShardStats{Requests: 6})
+	for _, i := range []int{0, 2} {
+		wantStats(t, "after MGET", st, i, shardedclient.ShardStats{Requests: 1})
+	}
+	if v, err := c.Get(ctx, key).Result(); err != nil || v != "v" {
+		t.Fatalf("GET after the expired contexts = %q, %v", v, err)
+	}
+	wantStats(t, "after a live GET", c.Stats(), 1, shardedclient.ShardStats{Requests: 7})
+}
+
+// holdPool runs BLPOP for d on the shard of key, through c, so that a shard
+// with a pool of one has no connection to spare, and returns once the
+// connection is taken; wait waits for the BLPOP to end (redis.Nil), as the
+// test's cleanup does.
+func holdPool(t *testing.T, c *shardedredis.ShardedClient, key string, d time.Duration) (wait func()) {
+	t.Helper()
+	pool := c.GetShard(key)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if err := c.BLPop(ctx, d, key).Err(); err != goredis.Nil {
+			t.Errorf("BLPOP holding the pool: %v, want redis.Nil", err)
+		}
+	})
+	t.Cleanup(wg.Wait)
+	poll(t, 5*time.Second, "BLPOP takes the pool's connection", func() error {
+		if st := pool.PoolStats(); st.TotalConns != 1 || st.IdleConns != 0 {
+			return errors.New("the connection is free")
+		}
+		return nil
+	})
+	return wg.Wait
+}
+
+// A shard whose one connection the caller's own BLPOP holds: GETs whose
+// deadline ends while they wait for the pool, and GETs that wait out the
+// pool's PoolTimeout (redis.ErrPoolTimeout), fail naming the shard and do
+// not count against it: eject mode, FailureLimit 2, nothing ejected.
+func TestRealRedisBusyPoolIsNotShardFailure(t *testing.T) {
+	procs, c := startDeadlineShards(t, 2, ejectAfterTwo, 1, 1)
+	on1 := byOwner(c, keys(100))[1]
+	key := on1[0]
+	wait := holdPool(t, c, on1[1], 4*time.Second) // outlasts the GETs below
+	for range 2 {
+		tight, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+		start := time.Now()
+		err := c.Get(tight, key).Err()
+		cancel()
+		wantCallerEnded(t, "GET waiting for the pool past its deadline", err, 1, procs[1].addr, context.DeadlineExceeded)
+		if d := time.Since(start); d > 3*deadlineTimeout {
+			t.Fatalf("GET waited %v for the pool, its deadline was 50ms", d)
+		}
+	}
+	poolTimeout := deadlineTimeout + time.Second // go-redis's default: ReadTimeout + 1s
+	for range 2 {
+		start := time.Now()
+		err := c.Get(ctx, key).Err()
+		wantCallerEnded(t, "GET waiting out PoolTimeout", err, 1, procs[1].addr, goredis.ErrPoolTimeout)
+		if d := time.Since(start); d < poolTimeout || d > 3*poolTimeout {
+			t.Fatalf("GET waited %v for the pool, PoolTimeout %v", d, poolTimeout)
+		}
+	}
+	wantStats(t, "while BLPOP holds the pool", c.Stats(), 1, shardedclient.ShardStats{Requests: 4})
+	wait()
+	wantStats(t, "after BLPOP", c.Stats(), 1, shardedclient.ShardStats{Requests: 5})
+}
+
+// A hung shard (SIGSTOP) with a caller's deadline shorter than its read
+// timeout: the deadline ends the read (go-redis makes an i/o timeout of it),
+// the error names the shard and wraps context.DeadlineExceeded, and nothing
+// counts. Without a deadline the shard's own read timeout counts, and two
+// eject it.
+func TestRealRedisHungShardCallerDeadlineVersusReadTimeout(t *testing.T) {
+	procs, c := startDeadlineShards(t, 3, ejectAfterTwo)
+	ks := keys(100)
+	key := ks[firstOn(c, ks, 1)]
+	procs[1].signal(t, syscall.SIGSTOP)
+	defer procs[1].signal(t, syscall.SIGCONT)
+	for range 3 {
+		tight, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+		err := c.Get(tight, key).Err()
+		cancel()
+		wantCallerEnded(t, "GET on a hung shard past the caller's deadline", err, 1, procs[1].addr, context.DeadlineExceeded)
+	}
+	wantStats(t, "after the caller's deadlines", c.Stats(), 1, shardedclient.ShardStats{Requests: 3})
+	for n := range 2 {
+		start := time.Now()
+		err := c.Get(ctx, key).Err()
+		var ne interface{ Timeout() bool }
+		if wantShardError(t, "GET on a hung shard", err, 1, procs[1].addr); !errors.As(err, &ne) || !ne.Timeout() || errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("GET on a hung shard: %v, want the shard's read timeout", err)
+		}
+		if d := time.Since(start); d < deadlineTimeout || d > 3*deadlineTimeout {
+			t.Fatalf("GET on a hung shard took %v, ReadTimeout %v", d, deadlineTimeout)
+		}
+		want := shardedclient.ShardStats{Requests: uint64(4 + n), Errors: uint64(1 + n)}
+		if n == 1 {
+			want.Ejections, want.Ejected = 1, true
+		}
+		wantStats(t, "after the shard's read timeouts", c.Stats(), 1, want)
+	}
+}
+
+// deadConn reports whether err is what a killed server gives: a refused
+// dial, or a pooled connection found closed or reset.
+func deadConn(err error) bool {
+	return errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET)
+}
+
+// dialCount counts the dials of the clients it is added to.
+type dialCount struct{ n atomic.Int64 }
+
+func (d *dialCount) DialHook(next goredis.DialHook) goredis.DialHook {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		d.n.Add(1)
+		return next(ctx, network, addr)
+	}
+}
+
+func (d *dialCount) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook { return next }
+
+func (d *dialCount) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
+	return next
+}
+
+// A killed shard with the package's retry defaults: each GET makes at most
+// one dial (go-redis's own defaults make up to 4 attempts of 5 dials each)
+// and fails well within 3 dial timeouts (it took 1.7 s with go-redis's
+// defaults); the failures count, and the second ejects the shard, whose
+// keys then go to another shard.
+func TestRealRedisKilledShardFailsWithinOneAttempt(t *testing.T) {
+	procs, c := startDeadlineShards(t, 3, ejectAfterTwo)
+	ks := keys(300)
+	for _, k := range ks {
+		if err := c.Set(ctx, k, "v", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dials := &dialCount{}
+	c.Shards()[1].Client.AddHook(dials)
+	// go-redis normalizes MaxRetries -1 (none) to 0; its own default would
+	// have made 3 of 0, and 5 of DialerRetries 0.
+	if o := c.ShardOptions()[1]; o.MaxRetries != 0 || o.DialerRetries != 1 {
+		t.Fatalf("shard options MaxRetries %d, DialerRetries %d; want 0 and 1", o.MaxRetries, o.DialerRetries)
+	}
+	onDead := byOwner(c, ks)[1]
+	sets := uint64(len(onDead)) // the SETs above, its requests so far
+	procs[1].kill()
+	for n, k := range onDead[:2] {
+		before := dials.n.Load()
+		start := time.Now()
+		err := c.Get(ctx, k).Err()
+		d := time.Since(start)
+		wantShardError(t, "GET on the killed shard", err, 1, procs[1].addr)
+		dialed := dials.n.Load() - before
+		switch refused := errors.Is(err, syscall.ECONNREFUSED); {
+		case refused && dialed == 1:
+		case !refused && deadConn(err) && dialed == 0: // a pooled connection
+		default:
+			t.Fatalf("GET on the killed shard: %v after %d dials; want one refused dial, or a broken pooled connection", err, dialed)
+		}
+		if d > 3*deadlineTimeout {
+			t.Fatalf("GET on the killed shard took %v, 3 dial timeouts are %v", d, 3*deadlineTimeout)
+		}
+		want := shardedclient.ShardStats{Requests: sets + uint64(1+n), Errors: uint64(1 + n)}
+		if n == 1 {
+			want.Ejections, want.Ejected = 1, true
+		}
+		wantStats(t, "after GETs on the killed shard", c.Stats(), 1, want)
+	}
+	if i := c.GetShardInfo(onDead[2]).Index; i == 1 {
+		t.Fatalf("%s still goes to the ejected shard", onDead[2])
+	}
+	if err := c.Get(ctx, onDead[2]).Err(); err != goredis.Nil {
+		t.Fatalf("GET of an ejected shard's key on its new owner: %v, want redis.Nil", err)
+	}
+}
+
+// ProbeInterval finds a killed shard with one probe: the first probe after
+// the kill fails at once, within 3 probe intervals of the kill, and a probe
+// that dials fails with "connection refused" (not after waiting out
+// ProbeTimeout with go-redis retrying the dial, as "context deadline
+// exceeded").
+func TestRealRedisProbeFindsKilledShardInOneProbe(t *testing.T) {
+	const interval = 200 * time.Millisecond
+	type probe struct {
+		took time.Duration
+		err  error
+	}
+	var mu sync.Mutex
+	var failed []probe                  // the failed probes, in order
+	failures := make(chan time.Time, 2) // when the first two failed
+	h := shardedredis.Health{
+		ProbeInterval: interval,
+		Probe: func(ctx context.Context, c *goredis.Client) error {
+			start := time.Now()
+			err := c.Ping(ctx).Err()
+			if err != nil {
+				mu.Lock()
+				failed = append(failed, probe{time.Since(start), err})
+				mu.Unlock()
+			}
+			return err
+		},
+		OnEvent: func(e shardedclient.Event) {
+			if e.Kind == shardedclient.EventFailure {
+				select {
+				case failures <- e.Time:
+				default:
+				}
+			}
+		},
+	}
+	procs, c := startDeadlineShards(t, 2, h)
+	time.Sleep(2 * interval) // probes of the live shards
+	mu.Lock()
+	n := len(failed)
+	mu.Unlock()
+	if n != 0 {
+		t.Fatalf("%d probes of live shards failed", n)
+	}
+	killed := time.Now()
+	procs[1].kill()
+	var at [2]time.Time
+	for j := range at {
+		select {
+		case at[j] = <-failures:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%d probes failed within 5s of the kill, want 2", j)
+		}
+	}
+	mu.Lock()
+	first, second := failed[0], failed[1]
+	mu.Unlock()
+	// The first probe may find a pooled connection broken by the kill; the
+	// next dials, and is refused.
+	if !deadConn(first.err) || !errors.Is(second.err, syscall.ECONNREFUSED) {
+		t.Fatalf("failed probes: %v, then %v; want a refused or broken connection, then connection refused", first.err, second.err)
+	}
+	for _, p := range []probe{first, second} {
+		if p.took > shardedclient.DefaultProbeTimeout/3 {
+			t.Fatalf("a failed probe took %v, ProbeTimeout %v", p.took, shardedclient.DefaultProbeTimeout)
+		}
+	}
+	if d := at[0].Sub(killed); d > 3*interval {
+		t.Fatalf("the probe found the killed shard %v after the kill, ProbeInterval %v", d, interval)
+	}
+	if st := c.Stats()[1]; st.Errors == 0 || st.Ejected {
+		t.Fatalf("killed shard stats %+v", st)
+	}
+}
