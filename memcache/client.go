@@ -211,8 +211,16 @@ func (c *ShardedClient) switchShards(opts []ShardOptions, install func([]Shard) 
 // failures, ejections, and whether it is ejected now.
 func (c *ShardedClient) Stats() []shardedclient.ShardStats { return c.shards.Stats() }
 
-// GetShard returns the client of the shard that owns key.
-func (c *ShardedClient) GetShard(key string) *memcache.Client { return c.shards.GetShard(key) }
+// GetShard returns the client of the shard that owns key, for calls on key
+// that the ShardedClient lacks. Inside a resharding window it first moves
+// key to its new owner, so that a write through the returned client is not
+// lost by the move; if that move fails, it returns the client of the old
+// owner, whose value stays the truth until the key moves. Use it for key
+// only, and only until the next BeginResharding.
+func (c *ShardedClient) GetShard(key string) *memcache.Client {
+	client, _ := c.shards.GetShard(context.Background(), key)
+	return client
+}
 
 // GetShardInfo returns the index, name and weight of the shard that owns key.
 func (c *ShardedClient) GetShardInfo(key string) shardedclient.Info {

@@ -341,14 +341,8 @@ func newRouter(dial func(context.Context, string, string) (net.Conn, error)) *go
 // key moves). Use the client for key (and keys that share its key tag) only,
 // and only until the next BeginResharding.
 func (c *ShardedClient) GetShard(key string) *goredis.Client {
-	v := c.shards.Acquire()
-	defer v.Release()
-	var p shardedclient.Pending
-	i := v.Track(&p, key)
-	if err := v.Prepare(context.Background(), &p, nil); err != nil {
-		i = p.Moving()[0].From
-	}
-	return v.Client(i)
+	client, _ := c.shards.GetShard(context.Background(), key)
+	return client
 }
 
 // GetShardInfo returns the index, name and weight of the shard that owns key.

@@ -37,7 +37,7 @@ const (
 )
 
 // Health is the policy for failing shards.
-type Health[C any] struct {
+type Health[C comparable] struct {
 	Mode Mode
 	// FailureLimit is the number of consecutive failures of the shard
 	// (calls whose error is the shard's failure, see View.Report, or failed

@@ -321,14 +321,16 @@ func TestHealthEjectMovesOnlyEjectedShardKeys(t *testing.T) {
 		case before == 1:
 			moved++
 		}
-		if c := s.GetShard(k); c != clients[got] {
+		if c, err := s.GetShard(context.Background(), k); err != nil || c != clients[got] {
 			t.Fatalf("GetShard(%s) = %s, want %s", k, c.name, clients[got].name)
 		}
 	}
 	if moved < 2000 || moved > 5000 {
 		t.Fatalf("%d of %d keys were on shard 1; expected about a third", moved, len(ks))
 	}
-	for _, g := range s.GroupKeys(ks) {
+	v := s.Acquire()
+	defer v.Release()
+	for _, g := range v.GroupKeys(ks) {
 		if g.Shard == 1 {
 			t.Fatal("GroupKeys gives the ejected shard a group")
 		}

@@ -34,7 +34,7 @@ type MovingKey struct {
 // Mover moves keys from their old owner to their new one, on v; their
 // stripes are locked by the caller. It returns nil when every key is on its
 // new owner (or on neither shard), else an error naming what failed.
-type Mover[C any] func(ctx context.Context, v *View[C], keys []MovingKey) error
+type Mover[C comparable] func(ctx context.Context, v *View[C], keys []MovingKey) error
 
 // Pending is what a command's keys need before the command runs: the gates
 // to wait for and the keys to move. The zero value is empty; a backend keeps

@@ -3,7 +3,6 @@ package shardedclient
 import (
 	"errors"
 	"io"
-	"reflect"
 	"slices"
 	"strings"
 )
@@ -63,7 +62,7 @@ func (e *PlacementShiftError) Is(target error) bool { return target == ErrPlacem
 
 // placementShift returns a *PlacementShiftError if a shard of cur that stays
 // in next (same ID) has another placement there.
-func placementShift[C any](cur, next *View[C]) error {
+func placementShift[C comparable](cur, next *View[C]) error {
 	var shifted []string
 	for j := range next.full.Len() {
 		i := cur.full.Index(next.full.ID(j))
@@ -141,13 +140,5 @@ func (s *Sharded[C]) swap(v *View[C], closeOld bool) {
 
 // holds reports whether one of v's shards has client c.
 func (v *View[C]) holds(c C) bool {
-	if !reflect.ValueOf(any(c)).Comparable() {
-		return false
-	}
-	for _, sh := range v.shards {
-		if reflect.ValueOf(any(sh.Client)).Comparable() && any(sh.Client) == any(c) {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(v.shards, func(sh Shard[C]) bool { return sh.Client == c })
 }

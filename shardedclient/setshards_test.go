@@ -5,6 +5,7 @@ package shardedclient_test
 // change nothing. Helpers are in health_test.go.
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -64,8 +65,8 @@ func TestSetShardsAddMovesOnlyKeysToNewShard(t *testing.T) {
 	if err := s.SetShards(shardList(all)); err != nil {
 		t.Fatal(err)
 	}
-	if old.Len() != 3 || s.Len() != 4 {
-		t.Fatalf("old view has %d shards, current %d; want 3 and 4", old.Len(), s.Len())
+	if old.Len() != 3 || len(s.AllShards()) != 4 {
+		t.Fatalf("old view has %d shards, current %d; want 3 and 4", old.Len(), len(s.AllShards()))
 	}
 	for j, k := range ks {
 		if got := old.Locate(k); got != before[j] {
@@ -158,8 +159,8 @@ func TestSetShardsReweight(t *testing.T) {
 			moved++
 		}
 	}
-	if moved == 0 || s.Shard(2).Weight != 2 || s.GetShardInfo(keyOn(t, s, ks, 2)).Weight != 2 {
-		t.Fatalf("%d keys moved; shard 2 weight %d", moved, s.Shard(2).Weight)
+	if moved == 0 || s.AllShards()[2].Weight != 2 || s.GetShardInfo(keyOn(t, s, ks, 2)).Weight != 2 {
+		t.Fatalf("%d keys moved; shard 2 weight %d", moved, s.AllShards()[2].Weight)
 	}
 	sameClients(t, s, clients)
 	notClosed(t, clients...)
@@ -196,7 +197,7 @@ func TestSetShardsNewClientSameNameClosesOldAfterRelease(t *testing.T) {
 			t.Fatalf("%s moved from %d to %d", k, before[j], got)
 		}
 	}
-	if c := s.GetShard(keyOn(t, s, ks, 1)); c != b2 {
+	if c, err := s.GetShard(context.Background(), keyOn(t, s, ks, 1)); err != nil || c != b2 {
 		t.Fatalf("GetShard gives %p, want the new client", c)
 	}
 	if old.Client(1) != clients[1] {

@@ -13,10 +13,10 @@
 package shardedclient
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
-	"reflect"
 	"sync"
 	"sync/atomic"
 
@@ -24,7 +24,7 @@ import (
 )
 
 // Shard is one shard: a client and its place on the ring.
-type Shard[C any] struct {
+type Shard[C comparable] struct {
 	// Name identifies the shard on the ring (see ring.Node); optional.
 	Name string
 	// Weight scales the shard's share of keys; 0 means 1.
@@ -52,7 +52,7 @@ type Group struct {
 
 // Sharded is a ring of shards, each holding a client of type C. Its methods
 // are safe for concurrent use.
-type Sharded[C any] struct {
+type Sharded[C comparable] struct {
 	view          atomic.Pointer[View[C]]
 	opts          []ring.Option
 	health        Health[C]
@@ -72,13 +72,13 @@ type Sharded[C any] struct {
 // and the default health policy (failure mode: nothing is ejected). It
 // returns an error for an empty list, a nil client (naming the shard), or
 // any error of ring.New (negative weight, duplicate name, ...).
-func New[C any](shards []Shard[C], opts ...ring.Option) (*Sharded[C], error) {
+func New[C comparable](shards []Shard[C], opts ...ring.Option) (*Sharded[C], error) {
 	return NewWithHealth(shards, Health[C]{}, opts...)
 }
 
 // NewWithHealth is New with a health policy (see Health). With
 // Health.ProbeInterval set it starts a goroutine that Close stops.
-func NewWithHealth[C any](shards []Shard[C], h Health[C], opts ...ring.Option) (*Sharded[C], error) {
+func NewWithHealth[C comparable](shards []Shard[C], h Health[C], opts ...ring.Option) (*Sharded[C], error) {
 	if err := h.normalize(); err != nil {
 		return nil, err
 	}
@@ -104,7 +104,8 @@ func (s *Sharded[C]) newView(shards []Shard[C], old *View[C]) (*View[C], error) 
 	}
 	nodes := make([]ring.Node, len(shards))
 	for i, sh := range shards {
-		if isNil(sh.Client) {
+		var none C
+		if sh.Client == none {
 			return nil, fmt.Errorf("shardedclient: shard %d (%q): nil client", i, sh.Name)
 		}
 		nodes[i] = ring.Node{Name: sh.Name, Weight: sh.Weight, Addr: sh.Addr}
@@ -143,23 +144,10 @@ func (s *Sharded[C]) newView(shards []Shard[C], old *View[C]) (*View[C], error) 
 	return v, nil
 }
 
-// isNil reports whether c is a nil interface, pointer, map, slice, channel
-// or function.
-func isNil(c any) bool {
-	if c == nil {
-		return true
-	}
-	switch v := reflect.ValueOf(c); v.Kind() {
-	case reflect.Pointer, reflect.Interface, reflect.Map, reflect.Slice, reflect.Chan, reflect.Func:
-		return v.IsNil()
-	}
-	return false
-}
-
 // View is an immutable snapshot of the shards, their full ring and the ring
 // of the live (not ejected) shards. Indices are positions in the shard
 // list; Locate never returns an ejected shard.
-type View[C any] struct {
+type View[C comparable] struct {
 	parent *Sharded[C]
 	shards []Shard[C]
 	full   *ring.Ring // every shard
@@ -347,8 +335,9 @@ func (v *View[C]) indexOf(id string) int {
 	return -1
 }
 
-// The methods below read the current View once each: for a single lookup.
-// A command that makes several lookups uses one View (Acquire).
+// The methods below read the current View once each, without Acquire: for
+// a single lookup. A command that makes several lookups, or uses a shard's
+// client, runs on one View (Acquire).
 
 // Ring returns the ring of the live shards.
 func (s *Sharded[C]) Ring() *ring.Ring { return s.view.Load().live }
@@ -356,10 +345,24 @@ func (s *Sharded[C]) Ring() *ring.Ring { return s.view.Load().live }
 // Locate returns the index of the live shard that owns key.
 func (s *Sharded[C]) Locate(key string) int { return s.view.Load().Locate(key) }
 
-// GetShard returns the client of the live shard that owns key.
-func (s *Sharded[C]) GetShard(key string) C {
-	v := s.view.Load()
-	return v.shards[v.live.Locate(key)].Client
+// GetShard returns the client of the live shard that owns key, for the
+// caller to use with key directly. During a move it first moves key to its
+// new owner (View.Prepare, under ctx), so that what the caller writes there
+// cannot be overwritten or lost by the move; if that fails, it returns the
+// client of the old owner, whose value stays the truth until the key moves,
+// with the error.
+func (s *Sharded[C]) GetShard(ctx context.Context, key string) (C, error) {
+	v := s.Acquire()
+	defer v.Release()
+	var p Pending
+	i := v.Track(&p, key)
+	if err := v.Prepare(ctx, &p, nil); err != nil {
+		if len(p.moving) > 0 {
+			i = p.moving[0].From
+		}
+		return v.shards[i].Client, err
+	}
+	return v.shards[i].Client, nil
 }
 
 // GetShardInfo returns the index, name and weight of the live shard that
@@ -370,26 +373,10 @@ func (s *Sharded[C]) GetShardInfo(key string) Info {
 	return Info{Index: i, Name: v.shards[i].Name, Weight: v.shards[i].Weight}
 }
 
-// Shard returns shard i. It panics if i is out of range, like a slice index.
-func (s *Sharded[C]) Shard(i int) Shard[C] { return s.view.Load().shards[i] }
-
-// Len returns the number of shards.
-func (s *Sharded[C]) Len() int { return len(s.view.Load().shards) }
-
 // AllShards returns a copy of the shard list, in order.
 func (s *Sharded[C]) AllShards() []Shard[C] {
 	return append([]Shard[C](nil), s.view.Load().shards...)
 }
-
-// GroupKeys splits keys by owning shard, as View.GroupKeys.
-func (s *Sharded[C]) GroupKeys(keys []string) []Group { return s.view.Load().GroupKeys(keys) }
-
-// Label names shard i for messages, as `shard 1 "b" (10.0.0.2:6379)`.
-func (s *Sharded[C]) Label(i int) string { return s.view.Load().Label(i) }
-
-// Err wraps err, a failure of shard i, in a *ShardError naming the shard.
-// It returns nil for a nil err.
-func (s *Sharded[C]) Err(i int, err error) error { return s.view.Load().Err(i, err) }
 
 // Close stops the health goroutines and timers, then closes every shard
 // whose client implements io.Closer, and returns their errors joined

@@ -1,6 +1,7 @@
 package shardedclient
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -45,7 +46,7 @@ func TestGetShardFollowsRing(t *testing.T) {
 	for i := range 2000 {
 		key := fmt.Sprintf("key:%d", i)
 		want := r.Locate(key)
-		if got := s.GetShard(key); got != clients[want] {
+		if got, err := s.GetShard(context.Background(), key); err != nil || got != clients[want] {
 			t.Fatalf("GetShard(%q) = %s, ring says %d", key, got.name, want)
 		}
 		info := s.GetShardInfo(key)
@@ -53,7 +54,7 @@ func TestGetShardFollowsRing(t *testing.T) {
 			t.Fatalf("GetShardInfo(%q) = %+v, want index %d", key, info, want)
 		}
 	}
-	if s.Len() != 3 || len(s.AllShards()) != 3 || s.AllShards()[0].Weight != 1 {
+	if len(s.AllShards()) != 3 || s.AllShards()[0].Weight != 1 {
 		t.Fatalf("AllShards = %+v", s.AllShards())
 	}
 }
@@ -64,7 +65,9 @@ func TestGroupKeys(t *testing.T) {
 	for i := range keys {
 		keys[i] = fmt.Sprintf("k%d", i)
 	}
-	groups := s.GroupKeys(keys)
+	v := s.Acquire()
+	defer v.Release()
+	groups := v.GroupKeys(keys)
 	seen := make([]bool, len(keys))
 	for gi, g := range groups {
 		if gi > 0 && groups[gi-1].Shard >= g.Shard {
@@ -84,7 +87,7 @@ func TestGroupKeys(t *testing.T) {
 	if len(groups) != 3 || slices.Contains(seen, false) {
 		t.Fatalf("%d groups; every key in exactly one group: %v", len(groups), !slices.Contains(seen, false))
 	}
-	if got := s.GroupKeys(nil); len(got) != 0 {
+	if got := v.GroupKeys(nil); len(got) != 0 {
 		t.Fatalf("GroupKeys(nil) = %v", got)
 	}
 }
@@ -126,7 +129,8 @@ func TestCloseClosesAllAndNamesFailures(t *testing.T) {
 
 func TestLookupAllocatesNothing(t *testing.T) {
 	s, _ := newTest(t)
-	if n := testing.AllocsPerRun(1000, func() { _ = s.GetShard("user:42") }); n != 0 {
+	ctx := context.Background()
+	if n := testing.AllocsPerRun(1000, func() { _, _ = s.GetShard(ctx, "user:42") }); n != 0 {
 		t.Fatalf("GetShard allocates %v times", n)
 	}
 }
