@@ -14,7 +14,7 @@ import (
 // CLIENT SETNAME, CLIENT TRACKING), run through the client's hooks, and when
 // the server refuses one it returns that reply error, bare, for the command
 // that needed the connection: indistinguishable from the command's own
-// reply. The hook marks such a refusal as a *setupError, so that transport
+// reply. The hook marks such a refusal as a *setupError, so that classify
 // counts it as the shard's failure.
 type setupHook struct{}
 
