@@ -348,7 +348,7 @@ func TestEjectByProbeWithoutTraffic(t *testing.T) {
 		Shards: []shardedredis.ShardOptions{failShard("127.0.0.1:1")},
 		Health: shardedredis.Health{FailureLimit: -1},
 	})
-	if err == nil || err.Error() != "shardedcache: shardedclient: failure limit -1 is negative" {
+	if err == nil || err.Error() != "shardedclient: failure limit -1 is negative" {
 		t.Fatalf("negative failure limit: %v", err)
 	}
 	servers, _, c := startFailShards(t, 3, shardedredis.Health{

@@ -114,7 +114,7 @@ func TestMemcacheReshardLeftoverNeverWins(t *testing.T) {
 		}
 		t.Cleanup(func() { _ = c.Close() })
 		keys := mcKeys("left:", 400)
-		setAll(t, c, keys) // "v-<key>" on the first three servers
+		setAll(t, c, keys)                        // "v-<key>" on the first three servers
 		if err := c.SetShards(opts); err != nil { // cold: leftovers stay behind
 			t.Fatal(err)
 		}

@@ -171,7 +171,7 @@ func newShardedClient(shards []Shard, h Health, opts []ring.Option) (*ShardedCli
 	}
 	s, err := shardedclient.NewWithHealth(shards, h, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("shardedcache: %w", err)
+		return nil, err // ring's and shardedclient's errors carry their own prefix
 	}
 	c := &ShardedClient{shards: s}
 	s.SetMover(c.moveKeys)
@@ -202,7 +202,7 @@ func (c *ShardedClient) switchShards(opts []ShardOptions, install func([]Shard) 
 		return err
 	}
 	if err := install(shards); err != nil {
-		return fmt.Errorf("shardedcache: %w", err)
+		return err // ring's and shardedclient's errors carry their own prefix
 	}
 	return nil
 }

@@ -217,8 +217,8 @@ func TestMemcacheNewShardedClientErrors(t *testing.T) {
 		{"bad address", &memcache.ShardedOptions{Shards: []memcache.ShardOptions{{Name: "a", Addr: "10.0.0.1"}}}, `shardedcache: shard 0 ("a"): address "10.0.0.1": `},
 		{"negative timeout", &memcache.ShardedOptions{Shards: []memcache.ShardOptions{{Addr: "10.0.0.1:11211", Timeout: -time.Second}}}, `shardedcache: shard 0 (""): timeout -1s is negative`},
 		{"duplicate address", &memcache.ShardedOptions{Shards: []memcache.ShardOptions{{Addr: "10.0.0.1:11211"}, {Addr: "10.0.0.1:11211"}}}, "shardedcache: shards 0 and 1 have the same address 10.0.0.1:11211"},
-		{"duplicate name", &memcache.ShardedOptions{Shards: []memcache.ShardOptions{{Name: "a", Addr: "10.0.0.1:11211"}, {Name: "a", Addr: "10.0.0.2:11211"}}}, `shardedcache: ring: nodes 0 and 1 have the same name "a"`},
-		{"negative weight", &memcache.ShardedOptions{Shards: []memcache.ShardOptions{{Addr: "10.0.0.1:11211", Weight: -2}}}, `shardedcache: ring: node 0 (""): weight -2 is negative`},
+		{"duplicate name", &memcache.ShardedOptions{Shards: []memcache.ShardOptions{{Name: "a", Addr: "10.0.0.1:11211"}, {Name: "a", Addr: "10.0.0.2:11211"}}}, `ring: nodes 0 and 1 have the same name "a"`},
+		{"negative weight", &memcache.ShardedOptions{Shards: []memcache.ShardOptions{{Addr: "10.0.0.1:11211", Weight: -2}}}, `ring: node 0 (""): weight -2 is negative`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, err := memcache.NewShardedClient(tc.opt)

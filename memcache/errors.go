@@ -5,8 +5,6 @@ import (
 	"errors"
 	"io"
 	"net"
-	"strconv"
-	"strings"
 
 	"github.com/bradfitz/gomemcache/memcache"
 
@@ -14,62 +12,14 @@ import (
 )
 
 // MultiShardError is the failure of a call that reached several shards
-// (GetMulti, DeleteAll, FlushAll, Ping) on one or more of them. It lists one
-// *shardedclient.ShardError per failed shard, naming it (index, name,
-// address) and wrapping the cause; the other shards succeeded. Its Unwrap
-// returns them, so errors.As(err, &shardErr) finds the first failed shard
-// and errors.Is sees every cause (a net.Error, context.Canceled, ...).
-type MultiShardError struct {
-	// Op is the method: "GetMulti", "DeleteAll", "FlushAll" or "Ping".
-	Op string
-	// Reached is the number of shards the call was for.
-	Reached int
-	// Shards are the failed shards, in shard order.
-	Shards []*shardedclient.ShardError
-}
-
-func (e *MultiShardError) Error() string {
-	var b strings.Builder
-	b.WriteString("shardedcache: ")
-	b.WriteString(e.Op)
-	b.WriteString(": ")
-	b.WriteString(strconv.Itoa(len(e.Shards)))
-	b.WriteString(" of ")
-	b.WriteString(strconv.Itoa(e.Reached))
-	b.WriteString(" shards failed")
-	for i, s := range e.Shards {
-		if i == 0 {
-			b.WriteString(": ")
-		} else {
-			b.WriteString("; ")
-		}
-		b.WriteString(strings.TrimPrefix(s.Error(), "shardedcache: "))
-	}
-	return b.String()
-}
-
-// Unwrap returns the failed shards' errors, each a *shardedclient.ShardError.
-func (e *MultiShardError) Unwrap() []error {
-	out := make([]error, len(e.Shards))
-	for i, s := range e.Shards {
-		out[i] = s
-	}
-	return out
-}
+// (GetMulti, DeleteAll, FlushAll, Ping) on one or more of them; its Op is
+// the method. See shardedclient.MultiShardError.
+type MultiShardError = shardedclient.MultiShardError
 
 // multiErr collects the errors of a fan-out over shards (errs[j] is
 // shards[j]'s) into a *MultiShardError, or nil when none failed.
 func multiErr(v *view, op string, shards []int, errs []error) error {
-	var failed []*shardedclient.ShardError
-	for j, err := range errs {
-		if err != nil {
-			failed = append(failed, v.Err(shards[j], err).(*shardedclient.ShardError))
-		}
-	}
-	if failed == nil {
-		return nil
-	}
-	return &MultiShardError{Op: op, Reached: len(shards), Shards: failed}
+	return v.MultiErr(op, shards, errs)
 }
 
 // finish reports a gomemcache call on shard i to the shard's health and

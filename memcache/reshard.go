@@ -132,7 +132,8 @@ func (c *ShardedClient) moveOne(v *view, k shardedclient.MovingKey, item *memcac
 }
 
 // moveErr names a failed step of moving key from shard from: the shard at
-// fault (at) is reported to its health and named.
+// fault (at) is reported to its health and named, with the key and the
+// step in the cause.
 func moveErr(v *view, step, key string, from, at int, err error) error {
-	return fmt.Errorf("shardedcache: moving key %q from %s during resharding: %s: %w", key, v.Label(from), step, finish(v, at, err))
+	return finish(v, at, fmt.Errorf("moving key %q from %s during resharding: %s: %w", key, v.Label(from), step, err))
 }

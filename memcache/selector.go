@@ -105,7 +105,7 @@ func newSelectorState(servers []Server, opts []ring.Option) (*selectorState, err
 	}
 	r, err := ring.New(nodes, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("shardedcache: %w", err)
+		return nil, err // ring's errors carry their own prefix
 	}
 	st.ring = r
 	st.servers = append([]Server(nil), servers...)

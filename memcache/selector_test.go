@@ -278,8 +278,8 @@ func TestMemcacheSelectorErrors(t *testing.T) {
 		{"no address", []memcache.Server{{Addr: "10.0.0.1:11211"}, {Name: "b"}}, nil, `shardedcache: server 1 ("b"): no address`},
 		{"no port", []memcache.Server{{Addr: "10.0.0.1"}}, nil, `shardedcache: server 0 (""): address "10.0.0.1": `},
 		{"bad port", []memcache.Server{{Addr: "10.0.0.1:11211"}, {Name: "c", Addr: "10.0.0.2:99999"}}, nil, `server 1 ("c"): address "10.0.0.2:99999": `},
-		{"duplicate name", []memcache.Server{{Name: "a", Addr: "10.0.0.1:11211"}, {Name: "a", Addr: "10.0.0.2:11211"}}, nil, `shardedcache: ring: nodes 0 and 1 have the same name "a"`},
-		{"negative weight", []memcache.Server{{Addr: "10.0.0.1:11211"}, {Name: "w", Weight: -1, Addr: "10.0.0.2:11211"}}, nil, `shardedcache: ring: node 1 ("w"): weight -1 is negative`},
+		{"duplicate name", []memcache.Server{{Name: "a", Addr: "10.0.0.1:11211"}, {Name: "a", Addr: "10.0.0.2:11211"}}, nil, `ring: nodes 0 and 1 have the same name "a"`},
+		{"negative weight", []memcache.Server{{Addr: "10.0.0.1:11211"}, {Name: "w", Weight: -1, Addr: "10.0.0.2:11211"}}, nil, `ring: node 1 ("w"): weight -1 is negative`},
 		{"duplicate address", []memcache.Server{{Addr: "10.0.0.1:11211"}, {Addr: "10.0.0.2:11211"}, {Name: "x", Addr: "10.0.0.1:11211"}}, nil, "shardedcache: servers 0 and 2 have the same address 10.0.0.1:11211"},
 		{"duplicate ketama label", []memcache.Server{{Addr: "10.0.0.1:11211"}, {Name: "10.0.0.1", Addr: "10.0.0.2:11211"}}, []ring.Option{ring.WithKetama()}, `same ketama label "10.0.0.1"`},
 	} {

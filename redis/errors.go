@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/shardedcache/shardedcache/shardedclient"
 )
 
 // ErrCrossShard is matched (errors.Is) by a *CrossShardError.
@@ -15,13 +17,17 @@ var ErrUnsupported = errors.New("not supported on a sharded client")
 // CrossShardError is returned, before anything is sent, for a command or
 // transaction whose keys are on several shards and that cannot be split.
 type CrossShardError struct {
-	Command string   // the command, lower case ("rename", "multi", ...)
-	Shards  []string // the shards involved, as "shard <i> \"<name>\""
+	Command string                   // the command, lower case ("rename", "multi", ...)
+	Shards  []shardedclient.ShardRef // the shards involved, in shard order
 }
 
 func (e *CrossShardError) Error() string {
+	names := make([]string, len(e.Shards))
+	for i, s := range e.Shards {
+		names[i] = s.String()
+	}
 	return fmt.Sprintf("shardedcache: %s: keys are on different shards (%s); key tags can put them on one",
-		e.Command, strings.Join(e.Shards, ", "))
+		e.Command, strings.Join(names, ", "))
 }
 
 // Is reports whether target is ErrCrossShard.
@@ -41,3 +47,33 @@ func (e *UnsupportedError) Error() string {
 
 // Is reports whether target is ErrUnsupported.
 func (e *UnsupportedError) Is(target error) bool { return target == ErrUnsupported }
+
+// ErrEjected is matched (errors.Is) by an *EjectedError.
+var ErrEjected = errors.New("shards are ejected")
+
+// EjectedError is returned, before anything is sent, for a keyless command
+// that changes every shard (FLUSHDB, FLUSHALL, SCRIPT LOAD and FLUSH,
+// FUNCTION LOAD, DELETE and FLUSH, CONFIG SET, ...) while shards are
+// ejected: it would not reach them, and they would serve their old state
+// when they rejoin. No shard is sent the command. Run it again once they
+// have rejoined (Stats), or on chosen shards with ForEachShard.
+type EjectedError struct {
+	Command string                   // the command, lower case ("flushdb", "function|load", ...)
+	Shards  []shardedclient.ShardRef // the ejected shards, in shard order
+}
+
+func (e *EjectedError) Error() string {
+	names := make([]string, len(e.Shards))
+	for i, s := range e.Shards {
+		names[i] = s.String()
+	}
+	verb := "are"
+	if len(names) == 1 {
+		verb = "is"
+	}
+	return fmt.Sprintf("shardedcache: %s: sent to no shard: it must reach every shard, and %s %s ejected; run it once they rejoin, or on chosen shards with ForEachShard",
+		e.Command, strings.Join(names, ", "), verb)
+}
+
+// Is reports whether target is ErrEjected.
+func (e *EjectedError) Is(target error) bool { return target == ErrEjected }

@@ -264,7 +264,7 @@ func (m *Migration) runShard(ctx context.Context, p *shardProgress) error {
 func (m *Migration) scanPage(ctx context.Context, v *view, p *shardProgress) (uint64, error) {
 	keys, next, err := v.Client(p.index).Scan(ctx, p.cursor.Load(), "", int64(m.opt.BatchSize)).Result()
 	if err != nil {
-		return 0, fmt.Errorf("shardedcache: migration: %w", v.Err(p.index, err))
+		return 0, v.Err(p.index, fmt.Errorf("migration: SCAN: %w", err))
 	}
 	return next, m.moveFrom(ctx, v, p, keys)
 }
@@ -298,7 +298,7 @@ func (m *Migration) moveFrom(ctx context.Context, v *view, p *shardProgress, key
 		}
 		if len(stale) > 0 {
 			if err := v.Client(p.index).Unlink(ctx, stale...).Err(); err != nil {
-				return fmt.Errorf("shardedcache: migration: removing stale copies: %w", v.Err(p.index, err))
+				return v.Err(p.index, fmt.Errorf("migration: removing stale copies: %w", err))
 			}
 			p.stale.Add(int64(len(stale)))
 		}

@@ -20,14 +20,7 @@ import (
 func (c *ShardedClient) PlanResharding(shards []ShardOptions) (ring.Diff, error) {
 	nodes := make([]ring.Node, len(shards))
 	for i, so := range shards {
-		addr := so.Addr
-		switch {
-		case so.Failover != nil:
-			addr = "sentinel:" + so.Failover.MasterName
-		case addr == "" && so.Options != nil:
-			addr = so.Options.Addr
-		}
-		nodes[i] = ring.Node{Name: so.Name, Weight: so.Weight, Addr: addr}
+		nodes[i] = ring.Node{Name: so.Name, Weight: so.Weight, Addr: addrOf(so)}
 	}
 	return c.shards.Plan(nodes)
 }
@@ -52,7 +45,10 @@ var ErrReshardingWindow = errors.New("shardedcache: ForEachShard is not availabl
 // its old owner to its new one (DUMP and PTTL there, RESTORE here, then DEL
 // there), so reads see it and writes, deletes included, apply to the only
 // copy. A shard that keeps its name but changes address (or DB) is a new
-// shard: every key of the old one moves to it.
+// shard: every key of the old one moves to it. A shard whose other options
+// change gets a new client (see SetShards), and a shard that joins gets
+// the function libraries and CONFIG SET parameters set through the client
+// before the window opens.
 //
 // The rule that keeps every write: while the old owner still holds a key,
 // its value is the truth, unless this process already moved the key inside
@@ -82,8 +78,13 @@ var ErrReshardingWindow = errors.New("shardedcache: ForEachShard is not availabl
 // remove stale copies (a *shardedclient.ShardError naming the shard), in
 // which case nothing changes.
 func (c *ShardedClient) BeginResharding(shards []ShardOptions) error {
-	return c.switchShards(shards, func(sh []Shard) error {
-		return c.shards.BeginMove(sh, func(v *view) error { return dropStale(context.Background(), v) })
+	return c.switchShards(shards, func(sh []Shard, prepare func(*view) error) error {
+		return c.shards.BeginMove(sh, func(v *view) error {
+			if err := prepare(v); err != nil {
+				return err
+			}
+			return dropStale(context.Background(), v)
+		})
 	})
 }
 
@@ -124,7 +125,7 @@ func dropStale(ctx context.Context, v *view) error {
 		for cursor, first := uint64(0), true; first || cursor != 0; first = false {
 			keys, next, err := client.Scan(ctx, cursor, "", 1000).Result()
 			if err != nil {
-				return v.Err(j, fmt.Errorf("removing stale copies: %w", err))
+				return v.Err(j, fmt.Errorf("BeginResharding: removing stale copies: %w", err))
 			}
 			var stale []string
 			for _, k := range keys {
@@ -134,7 +135,7 @@ func dropStale(ctx context.Context, v *view) error {
 			}
 			if len(stale) > 0 {
 				if err := client.Unlink(ctx, stale...).Err(); err != nil {
-					return v.Err(j, fmt.Errorf("removing stale copies: %w", err))
+					return v.Err(j, fmt.Errorf("BeginResharding: removing stale copies: %w", err))
 				}
 			}
 			cursor = next
@@ -152,7 +153,9 @@ type KeyMoveError struct {
 }
 
 func (e *KeyMoveError) Error() string {
-	return fmt.Sprintf("shardedcache: moving key %q from %s to %s: %v", e.Key, e.From, e.To, e.Err)
+	// The cause, often a *shardedclient.ShardError, without its own prefix.
+	return fmt.Sprintf("shardedcache: moving key %q from %s to %s: %s", e.Key, e.From, e.To,
+		strings.TrimPrefix(e.Err.Error(), "shardedcache: "))
 }
 
 func (e *KeyMoveError) Unwrap() error { return e.Err }

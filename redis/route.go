@@ -38,7 +38,9 @@ func (h hook) ProcessPipelineHook(goredis.ProcessPipelineHook) goredis.ProcessPi
 }
 
 // guard is added to the *redis.Tx of Watch: it refuses, before sending, a
-// command whose keys are not all on the watched shard.
+// command whose keys are not all on the watched shard, and a keyless
+// command that runs on every shard (DBSIZE, KEYS, SCAN, FLUSHDB, ...), as
+// TxPipelined does.
 type guard struct {
 	c     *ShardedClient
 	v     *view
@@ -67,19 +69,31 @@ func (g guard) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.Pro
 	}
 }
 
-// check accepts a command with no keys (MULTI, EXEC, UNWATCH, PING, ...) or
-// with every key on the guarded shard, whose keys it first settles during
-// resharding.
+// check accepts a keyless command of one server (MULTI, EXEC, UNWATCH,
+// ECHO, ...) or a command with every key on the guarded shard, whose keys it
+// first settles during resharding. A keyless command that runs on every
+// shard or walks them is an *UnsupportedError, as in TxPipelined; a command
+// with keys elsewhere a *CrossShardError.
 func (g guard) check(ctx context.Context, cmd goredis.Cmder) error {
 	var ks keyShards
-	if err := keysOf(g.v, cmd, &ks); err != nil || ks.shard == noKeys {
+	switch err := keysOf(g.v, cmd, &ks); {
+	case err != nil:
 		return err
-	}
-	if ks.shard == g.shard {
+	case ks.shard == noKeys && ks.info.Request != commands.ByKeys:
+		return notInTx(ks.info.Name)
+	case ks.shard == noKeys:
+		return nil
+	case ks.shard == g.shard:
 		return g.v.Prepare(ctx, &ks.pending, nil)
 	}
 	ks.addShard(g.shard)
 	return crossShard(g.v, ks.info.Name, ks.all)
+}
+
+// notInTx is the refusal of a command that runs on several shards inside a
+// transaction.
+func notInTx(command string) error {
+	return &UnsupportedError{Command: command, Reason: "it runs on several shards, so not in a transaction"}
 }
 
 // view is one snapshot of the shards, for the whole of a command.
@@ -195,7 +209,7 @@ func crossShard(v *view, name string, shards []int) error {
 	shards = slices.Sorted(slices.Values(shards))
 	e := &CrossShardError{Command: name}
 	for _, i := range shards {
-		e.Shards = append(e.Shards, v.Label(i))
+		e.Shards = append(e.Shards, v.Ref(i))
 	}
 	return e
 }
@@ -234,6 +248,10 @@ func isReplyError(err error) bool {
 
 // process runs one command: on its shard, or on several and merged.
 func (c *ShardedClient) process(ctx context.Context, cmd goredis.Cmder) error {
+	if stateful(cmd) { // before the view: see serverState
+		c.state.mu.RLock()
+		defer c.state.done(cmd)
+	}
 	v := c.shards.Acquire()
 	defer v.Release()
 	switch cmd := cmd.(type) {
@@ -270,6 +288,10 @@ func (c *ShardedClient) process(ctx context.Context, cmd goredis.Cmder) error {
 // pipeline per shard, the shards in parallel. Each command keeps its own
 // reply and error; the first error in call order is returned.
 func (c *ShardedClient) processPipeline(ctx context.Context, cmds []goredis.Cmder) error {
+	if slices.ContainsFunc(cmds, stateful) { // before the view: see serverState
+		c.state.mu.RLock()
+		defer c.state.done(cmds...)
+	}
 	v := c.shards.Acquire()
 	defer v.Release()
 	groups := make([][]goredis.Cmder, v.Len())
@@ -313,7 +335,7 @@ func (c *ShardedClient) processTx(ctx context.Context, cmds []goredis.Cmder) err
 	for _, cmd := range inner {
 		err := route(v, cmd, &r)
 		if err == nil && r.shard == fanOut {
-			err = &UnsupportedError{Command: r.info.Name, Reason: "it runs on several shards, so not in a transaction"}
+			err = notInTx(r.info.Name)
 		}
 		if err != nil {
 			return setErrs(inner, err)

@@ -379,8 +379,8 @@ func (s *Sharded[C]) AllShards() []Shard[C] {
 }
 
 // Close stops the health goroutines and timers, then closes every shard
-// whose client implements io.Closer, and returns their errors joined
-// (errors.Join), each naming its shard. Clients of views that SetShards
+// whose client implements io.Closer, and returns a *MultiShardError (Op
+// "Close") naming each shard whose Close failed, or nil. Clients of views that SetShards
 // retired are closed as their commands end.
 func (s *Sharded[C]) Close() error {
 	s.mu.Lock()
@@ -396,13 +396,15 @@ func (s *Sharded[C]) Close() error {
 	}
 	s.mu.Unlock()
 	s.wg.Wait()
-	var errs []error
+	errs := make([]error, len(v.shards))
+	all := make([]int, len(v.shards))
 	for i, sh := range v.shards {
+		all[i] = i
 		if c, ok := any(sh.Client).(io.Closer); ok {
 			if err := c.Close(); err != nil {
-				errs = append(errs, v.Err(i, fmt.Errorf("close: %w", err)))
+				errs[i] = fmt.Errorf("close: %w", err)
 			}
 		}
 	}
-	return errors.Join(errs...)
+	return v.MultiErr("Close", all, errs)
 }

@@ -122,7 +122,11 @@ func TestCloseClosesAllAndNamesFailures(t *testing.T) {
 	if !errors.As(err, &se) || se.Index != 1 || se.Name != "b" || se.Addr != "10.0.0.2:6379" {
 		t.Fatalf("Close error %v, want a ShardError for shard 1", err)
 	}
-	if want := `shardedcache: shard 1 "b" (10.0.0.2:6379): close: boom`; err.Error() != want {
+	var multi *MultiShardError
+	if !errors.As(err, &multi) || multi.Op != "Close" || multi.Reached != 3 || len(multi.Shards) != 1 {
+		t.Fatalf("Close error %#v, want a *MultiShardError for Close naming one of 3 shards", err)
+	}
+	if want := `shardedcache: Close: 1 of 3 shards failed: shard 1 "b" (10.0.0.2:6379): close: boom`; err.Error() != want {
 		t.Fatalf("Close error %q, want %q", err, want)
 	}
 }
