@@ -86,8 +86,8 @@ func TestRedisPlacementMatchesJedis(t *testing.T) {
 		file string
 		opts []ring.Option
 	}{
-		{"testdata/routing_a_murmur_3shards.tsv", nil},
-		{"testdata/routing_e_keytag_3shards.tsv", []ring.Option{ring.WithKeyTags()}},
+		{"../ring/testdata/routing_a_murmur_3shards.tsv", nil},
+		{"../ring/testdata/routing_e_keytag_3shards.tsv", []ring.Option{ring.WithKeyTags()}},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			servers, c := startShards(t, 3, tc.opts...)
@@ -648,7 +648,7 @@ func TestRedisGoRedisRingPreset(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	f, err := os.Open("testdata/goredis_ring3.tsv")
+	f, err := os.Open("../ring/testdata/presets/goredis_ring3.tsv")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -47,6 +47,9 @@ func readGolden(t *testing.T, path string) (keys []string, index []int) {
 	return keys, index
 }
 
+// The vector files are the ring package's copies of the peers' golden sets
+// (one copy each in the repository; see ring/testdata/README.md).
+
 // TestMemcacheGoldenSelector: the Selector picks, for every key of the peers'
 // vectors, the server the peer itself picked: libmemcached's ketama,
 // spymemcached's, and gomemcache's own ServerList (crc32 % N). Keys longer
@@ -57,9 +60,9 @@ func TestMemcacheGoldenSelector(t *testing.T) {
 		file string
 		opt  ring.Option
 	}{
-		{"testdata/libmemcached/ketama_weighted.tsv", ring.WithKetama()},
-		{"testdata/spymemcached/ketama_default.tsv", ring.WithKetamaSpymemcached()},
-		{"testdata/gomemcache/default_serverlist.tsv", ring.WithGomemcache()},
+		{"../ring/testdata/ketama/libmemcached_ketama_weighted.tsv", ring.WithKetama()},
+		{"../ring/testdata/ketama/spymemcached_ketama_default.tsv", ring.WithKetamaSpymemcached()},
+		{"../ring/testdata/presets/gomemcache_default_serverlist.tsv", ring.WithGomemcache()},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			srvs := make([]memcache.Server, len(goldenServers))
