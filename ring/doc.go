@@ -39,8 +39,10 @@
 // renames the vnodes of every node that moved, and their keys move with them.
 // Give nodes names (Node.Name) whenever the list may change other than at its
 // end: a named node's vnodes depend on the name alone. Ring.Add and
-// Ring.Remove keep every remaining node's vnode names, so only the keys of the
-// added or removed node move.
+// Ring.RemoveKeepingSlots keep every remaining node's vnode names, so only
+// the keys of the added or removed node move; for unnamed nodes that is not
+// the ring New builds over the same final list (Jedis's placement of that
+// list), which is why the name says so.
 //
 // # Key tags
 //

@@ -87,7 +87,7 @@ func TestGoldenKetamaEject(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	after, err := r.Remove(2)
+	after, err := r.RemoveKeepingSlots(2)
 	if err != nil {
 		t.Fatal(err)
 	}

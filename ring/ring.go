@@ -17,7 +17,8 @@ const DefaultReplicas = 160
 // out-of-memory crash. 2^24 vnodes take 256 MiB.
 const MaxVirtualNodes = 1 << 24
 
-// ErrNoNodes is returned by New and Remove when the ring would have no node.
+// ErrNoNodes is returned by New and RemoveKeepingSlots when the ring would
+// have no node.
 var ErrNoNodes = errors.New("ring: no nodes")
 
 // Node is one target on the ring.
@@ -78,7 +79,7 @@ func WithKeyTags() Option { return func(c *config) { c.tag = tagRule{kind: tagJe
 func WithJedisLegacyNames() Option { return func(c *config) { c.legacyNames = true } }
 
 // member is a node with the slot that names its vnodes when it is unnamed:
-// its position in the list it was first placed in. Remove keeps the slots of
+// its position in the list it was first placed in. RemoveKeepingSlots keeps the slots of
 // the remaining nodes so that their vnodes keep their names.
 type member struct {
 	Node
@@ -275,11 +276,15 @@ func (r *Ring) Add(n Node) (*Ring, error) {
 	return build(r.cfg, members)
 }
 
-// Remove returns a new ring without node i; later nodes' indices shift down
-// by one. Every remaining node keeps its vnode names (an unnamed node keeps
-// the slot number of its original position), so only node i's keys move.
-// It fails for an index out of range, or with ErrNoNodes for the last node.
-func (r *Ring) Remove(i int) (*Ring, error) {
+// RemoveKeepingSlots returns a new ring without node i; later nodes'
+// indices shift down by one. Every remaining node keeps its vnode names (an
+// unnamed node keeps the slot number of its original position), so only
+// node i's keys move. For unnamed nodes of the Jedis ring this is not the
+// ring New builds over the remaining list (there a node after i takes the
+// slot of its new position, as Jedis does): hence the name; with named
+// nodes the two are the same. It fails for an index out of range, or with
+// ErrNoNodes for the last node.
+func (r *Ring) RemoveKeepingSlots(i int) (*Ring, error) {
 	if i < 0 || i >= len(r.members) {
 		return nil, fmt.Errorf("ring: remove node %d: index out of range [0, %d)", i, len(r.members))
 	}

@@ -164,20 +164,20 @@ func TestNewErrors(t *testing.T) {
 func TestRemoveErrors(t *testing.T) {
 	r := mustNew(t, unnamed(3))
 	for _, i := range []int{-1, 3, 100} {
-		r2, err := r.Remove(i)
+		r2, err := r.RemoveKeepingSlots(i)
 		if err == nil || r2 != nil {
-			t.Errorf("Remove(%d) = %v, %v; want an error", i, r2, err)
+			t.Errorf("RemoveKeepingSlots(%d) = %v, %v; want an error", i, r2, err)
 			continue
 		}
 		if errors.Is(err, ErrNoNodes) {
-			t.Errorf("Remove(%d): got ErrNoNodes, want an index error", i)
+			t.Errorf("RemoveKeepingSlots(%d): got ErrNoNodes, want an index error", i)
 		}
 		if !word(err.Error(), strconv.Itoa(i)) {
-			t.Errorf("Remove(%d): error %q does not name the index", i, err)
+			t.Errorf("RemoveKeepingSlots(%d): error %q does not name the index", i, err)
 		}
 	}
 	one := mustNew(t, []Node{{Name: "only"}})
-	if r2, err := one.Remove(0); !errors.Is(err, ErrNoNodes) || r2 != nil {
+	if r2, err := one.RemoveKeepingSlots(0); !errors.Is(err, ErrNoNodes) || r2 != nil {
 		t.Errorf("Remove of the only node = %v, %v; want nil, ErrNoNodes", r2, err)
 	}
 	// The ring removed from is unchanged.
@@ -320,7 +320,7 @@ func TestRemove(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r4 := mustNew(t, tc.nodes)
-			r3, err := r4.Remove(1)
+			r3, err := r4.RemoveKeepingSlots(1)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -353,7 +353,7 @@ func TestRemove(t *testing.T) {
 				}
 			}
 			// Removing the last node is the inverse of Add.
-			r5, err := r4.Remove(3)
+			r5, err := r4.RemoveKeepingSlots(3)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -364,7 +364,7 @@ func TestRemove(t *testing.T) {
 		// An unnamed node added after a Remove takes a fresh slot, so the
 		// remaining nodes keep their keys.
 		r4 := mustNew(t, unnamed(4))
-		r3, _ := r4.Remove(1)
+		r3, _ := r4.RemoveKeepingSlots(1)
 		r4b, err := r3.Add(Node{})
 		if err != nil {
 			t.Fatal(err)
@@ -565,7 +565,7 @@ func TestCompare(t *testing.T) {
 
 	t.Run("remove named", func(t *testing.T) {
 		a := mustNew(t, named(4))
-		b, err := a.Remove(1)
+		b, err := a.RemoveKeepingSlots(1)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -617,7 +617,7 @@ func TestCompare(t *testing.T) {
 		if d.Moved > 0.35 {
 			t.Errorf("appending an unnamed node moved %.4f", d.Moved)
 		}
-		c, _ := a.Remove(0)
+		c, _ := a.RemoveKeepingSlots(0)
 		d, _ = Compare(c, mustNew(t, unnamed(2)))
 		if d.Moved < 0.5 {
 			t.Errorf("ring with slots {1,2} vs fresh {0,1}: moved only %.4f", d.Moved)
@@ -934,6 +934,45 @@ func TestHashString(t *testing.T) {
 	for i := range 1000 {
 		if p := JedisMD5.Point([]byte(strconv.Itoa(i))); p > maxPoint(32) {
 			t.Fatalf("JedisMD5 point %#x above 2^32", p)
+		}
+	}
+}
+
+// RemoveKeepingSlots equals New over the remaining list for named nodes, and
+// differs from it for unnamed nodes of the Jedis ring (which its name says):
+// New gives the node after the removed one the removed one's slot.
+func TestRemoveKeepingSlotsAgainstNew(t *testing.T) {
+	for _, named := range []bool{true, false} {
+		nodes := []Node{{Addr: "a:1"}, {Addr: "b:1"}, {Addr: "c:1"}}
+		if named {
+			for i := range nodes {
+				nodes[i].Name = string(rune('a' + i))
+			}
+		}
+		r, err := New(nodes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		removed, err := r.RemoveKeepingSlots(1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rebuilt, err := New([]Node{nodes[0], nodes[2]})
+		if err != nil {
+			t.Fatal(err)
+		}
+		differ := 0
+		for i := range 10000 {
+			k := "key:" + strconv.Itoa(i)
+			if removed.Locate(k) != rebuilt.Locate(k) {
+				differ++
+			}
+		}
+		if named && differ != 0 {
+			t.Fatalf("named: %d keys placed differently", differ)
+		}
+		if !named && (differ < 2000 || rebuilt.Placement(1) != "slot:1" || removed.Placement(1) != "slot:2") {
+			t.Fatalf("unnamed: %d keys placed differently; placements %s and %s", differ, removed.Placement(1), rebuilt.Placement(1))
 		}
 	}
 }

@@ -124,7 +124,7 @@ type Diff struct {
 // computed over the arcs of both rings, not by sampling. A node of a and a
 // node of b are the same node when they have the same ID: the same address,
 // or, without one, the same name, ketama label, or (both unnamed) slot
-// (list position at creation; Add and Remove keep it). So a node that keeps
+// (list position at creation; Add and RemoveKeepingSlots keep it). So a node that keeps
 // its name but changes address gives all its keys to the new address, and
 // an unnamed Jedis node that shifts position in the list keeps none of the
 // keys it had. It fails when the rings use different hashes or
