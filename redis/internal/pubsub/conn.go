@@ -27,15 +27,19 @@ var errOverflow = errors.New("shardedcache: pub/sub receiver too slow: more than
 type conn struct {
 	cmds    *io.PipeWriter
 	replies *replies
+	ended   <-chan struct{} // closed once the fan-in has closed its shard connections
 }
 
 func (c *conn) Read(p []byte) (int, error)  { return c.replies.read(p) }
 func (c *conn) Write(p []byte) (int, error) { return c.cmds.Write(p) }
 
-// Close ends the fan-in: serve reads EOF and unsubscribes everywhere.
+// Close ends the fan-in and returns once it has closed its connections to
+// the shards (their servers drop its subscriptions as they see them close).
 func (c *conn) Close() error {
 	c.replies.close()
-	return c.cmds.Close()
+	err := c.cmds.Close()
+	<-c.ended
+	return err
 }
 
 func (c *conn) LocalAddr() net.Addr  { return addr{} }

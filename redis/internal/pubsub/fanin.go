@@ -153,6 +153,7 @@ type fanIn struct {
 	replies *replies
 	cmds    *io.PipeReader
 	done    chan struct{} // closed when serve ends
+	ended   chan struct{} // closed when every goroutine of the fan-in has ended
 	wg      sync.WaitGroup
 
 	mu     sync.Mutex
@@ -167,13 +168,13 @@ type fanIn struct {
 // Dial starts a fan-in over shards and returns go-redis's end of it.
 func Dial(shards *Shards) net.Conn {
 	r, w := io.Pipe()
-	f := &fanIn{shards: shards, replies: newReplies(), cmds: r, done: make(chan struct{}),
+	f := &fanIn{shards: shards, replies: newReplies(), cmds: r, done: make(chan struct{}), ended: make(chan struct{}),
 		subs: map[key]*subscription{}, conns: map[string]*shardConn{}}
 	changes, stop := shards.Watch()
 	f.wg.Add(1)
 	go f.watch(changes, stop)
 	go f.serve()
-	return &conn{cmds: w, replies: f.replies}
+	return &conn{cmds: w, replies: f.replies, ended: f.ended}
 }
 
 // serve runs the receiver's commands until its connection closes.
@@ -203,6 +204,7 @@ func (f *fanIn) shutdown() {
 	f.wg.Wait()
 	f.replies.close()
 	_ = f.cmds.Close()
+	close(f.ended)
 }
 
 // watch places the subscriptions again after each change of the shard list.
