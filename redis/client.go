@@ -1,12 +1,15 @@
 package redis
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"net"
 	"net/url"
+	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -27,22 +30,35 @@ type ShardOptions struct {
 	// Addr is the server's "host:port" (or socket path with Options.Network
 	// "unix"). It overrides Options.Addr. A URL or an address with user
 	// information ("user:pw@host:port") is refused, with the password
-	// redacted in the error: the address names the shard in errors, events
-	// and Stats.
+	// redacted in the error.
+	//
+	// The shard's address and DB are its identity: its Shard.Addr, which
+	// names it in errors, events and Stats, is Addr, followed by "/<DB>"
+	// when Options.DB is not 0 ("10.0.0.1:6379/3"). Two shards of one list
+	// may not share it (an error names both); two DBs of one server are two
+	// shards. A shard that keeps its name but changes address or DB is
+	// another shard to SetShards and BeginResharding: its keys are those of
+	// the new address and DB (BeginResharding moves them there). On the
+	// ketama presets an unnamed shard's label is its Shard.Addr: name a
+	// shard on a DB other than 0 to give it its peer's label.
 	Addr string
 	// Options are the shard's full go-redis options (pool size, timeouts,
 	// password, DB, TLS, ...); optional. MaxRetries and DialerRetries left
 	// at 0 mean no retry and one dial, not go-redis's 3 and 5, so that a
 	// dead shard fails within one DialTimeout (refused: at once), or one
 	// WriteTimeout and ReadTimeout on an open connection; set them to
-	// retry inside a command.
+	// retry inside a command. A change of options (SetShards,
+	// BeginResharding) gives the shard a new client; options holding a
+	// function (Dialer, OnConnect, a credentials provider, ...) cannot be
+	// compared, so such a shard gets a new client at every change.
 	Options *goredis.Options
 	// Failover makes the shard a Sentinel-managed master/replica group
 	// (redis.NewFailoverClient): a dead master is replaced by promotion
 	// inside the shard, and no key moves to another shard. Exclusive with
-	// Addr and Options. The shard's address in errors and ketama labels is
-	// "sentinel:<MasterName>". Its retries are go-redis's (MaxRetries 0
-	// means 3), so that a command rides over a promotion.
+	// Addr and Options. The shard's address (its identity, as for Addr) is
+	// "sentinel:<MasterName>", followed by "/<DB>" when DB is not 0. Its
+	// retries are go-redis's (MaxRetries 0 means 3), so that a command
+	// rides over a promotion.
 	Failover *goredis.FailoverOptions
 }
 
@@ -88,6 +104,11 @@ type ShardedClient struct {
 	router *goredis.Client // its hook runs every command on the shards
 	pubsub *goredis.Client // no hook: its connections are pub/sub fan-ins
 
+	// mu serializes shard-list changes with AddHook and OnNewNode, so that
+	// every client the sharded client creates gets every hook.
+	mu    sync.Mutex
+	build builder
+	state serverState // function libraries and CONFIG SET, kept in step
 }
 
 // errRouterDial is what a go-redis code path that bypasses the router's
@@ -100,13 +121,15 @@ type cmdable = goredis.Cmdable
 
 // NewShardedClient connects (lazily, as go-redis does) to every shard of opt.
 // It returns an error naming the shard for a missing or unparseable address
-// (a URL's password redacted), and the errors of ring.New (no shards,
+// (a URL's password redacted), an error naming both shards for two shards
+// with the same address and DB, and the errors of ring.New (no shards,
 // negative weight, duplicate name) and of the health policy.
 func NewShardedClient(opt *ShardedOptions) (*ShardedClient, error) {
 	if opt == nil || len(opt.Shards) == 0 {
 		return nil, errors.New("shardedcache: no shards")
 	}
-	shards, err := newShards(opt.Shards, nil)
+	var b builder
+	shards, err := b.shards(opt.Shards, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -115,17 +138,30 @@ func NewShardedClient(opt *ShardedOptions) (*ShardedClient, error) {
 		closeClients(shards, nil)
 		return nil, err
 	}
+	c.build = b
 	return c, nil
 }
 
-// newShards builds the client of every shard, taking it from reuse when a
-// shard there has the same name and address (SetShards).
-func newShards(opts []ShardOptions, reuse []Shard) ([]Shard, error) {
+// builder makes the clients of shards. It remembers the options each client
+// was built from, so that a shard keeps its client across a list change
+// only when its address, DB and options are unchanged, and it hands every
+// client it makes to the functions of AddHook and OnNewNode, in the order
+// they were given, before the client serves a command.
+type builder struct {
+	onNew []func(*goredis.Client)
+	from  map[*goredis.Client]any // a goredis.Options or goredis.FailoverOptions
+}
+
+// shards builds the shard of every option, taking the client of a shard in
+// reuse when it has the same address, DB and options; on error it closes
+// the clients it made.
+func (b *builder) shards(opts []ShardOptions, reuse []Shard) ([]Shard, error) {
 	shards := make([]Shard, 0, len(opts))
 	for i, so := range opts {
-		sh, err := newShard(so, reuse)
+		sh, err := b.shard(so, reuse)
 		if err != nil {
 			closeClients(shards, reuse)
+			b.prune(reuse)
 			return nil, fmt.Errorf("shardedcache: shard %d (%q): %w", i, so.Name, err)
 		}
 		shards = append(shards, sh)
@@ -133,7 +169,8 @@ func newShards(opts []ShardOptions, reuse []Shard) ([]Shard, error) {
 	return shards, nil
 }
 
-func newShard(so ShardOptions, reuse []Shard) (Shard, error) {
+func (b *builder) shard(so ShardOptions, reuse []Shard) (Shard, error) {
+	sh := Shard{Name: so.Name, Weight: so.Weight, Addr: addrOf(so)}
 	if so.Failover != nil {
 		if so.Addr != "" || so.Options != nil {
 			return Shard{}, errors.New("give either Failover or Addr and Options")
@@ -141,29 +178,88 @@ func newShard(so ShardOptions, reuse []Shard) (Shard, error) {
 		if so.Failover.MasterName == "" || len(so.Failover.SentinelAddrs) == 0 {
 			return Shard{}, errors.New("Failover needs a MasterName and SentinelAddrs")
 		}
-		addr := "sentinel:" + so.Failover.MasterName
-		if c := reused(reuse, so.Name, addr); c != nil {
-			return Shard{Name: so.Name, Weight: so.Weight, Addr: addr, Client: c}, nil
-		}
 		fo := *so.Failover
-		return Shard{Name: so.Name, Weight: so.Weight, Addr: addr, Client: shardClient(goredis.NewFailoverClient(&fo))}, nil
+		sh.Client = b.client(reuse, sh.Addr, fo, func() *goredis.Client {
+			built := fo
+			return goredis.NewFailoverClient(&built)
+		})
+		return sh, nil
 	}
-	o := &goredis.Options{}
+	var o goredis.Options
 	if so.Options != nil {
-		copied := *so.Options
-		o = &copied
+		o = *so.Options
 	}
 	if so.Addr != "" {
 		o.Addr = so.Addr
 	}
-	retryDefaults(o)
-	if err := checkAddr(o); err != nil {
+	retryDefaults(&o)
+	if err := checkAddr(&o); err != nil {
 		return Shard{}, err
 	}
-	if c := reused(reuse, so.Name, o.Addr); c != nil {
-		return Shard{Name: so.Name, Weight: so.Weight, Addr: o.Addr, Client: c}, nil
+	sh.Client = b.client(reuse, sh.Addr, o, func() *goredis.Client {
+		built := o // go-redis fills in its defaults
+		return goredis.NewClient(&built)
+	})
+	return sh, nil
+}
+
+// client returns the client of the shard in reuse at addr (address and DB)
+// that was built from the same options (from), else a new client from
+// create, prepared (shardClient) and handed to every function of onNew.
+func (b *builder) client(reuse []Shard, addr string, from any, create func() *goredis.Client) *goredis.Client {
+	for _, sh := range reuse {
+		if sh.Addr == addr && reflect.DeepEqual(b.from[sh.Client], from) {
+			return sh.Client
+		}
 	}
-	return Shard{Name: so.Name, Weight: so.Weight, Addr: o.Addr, Client: shardClient(goredis.NewClient(o))}, nil
+	c := shardClient(create())
+	for _, fn := range b.onNew {
+		fn(c)
+	}
+	if b.from == nil {
+		b.from = map[*goredis.Client]any{}
+	}
+	b.from[c] = from
+	return c
+}
+
+// prune forgets the options of the clients that shards do not hold.
+func (b *builder) prune(shards []Shard) {
+	for c := range b.from {
+		if !slices.ContainsFunc(shards, func(sh Shard) bool { return sh.Client == c }) {
+			delete(b.from, c)
+		}
+	}
+}
+
+// addrOf returns the address that identifies the shard so describes (its
+// Shard.Addr): its server's address, or "sentinel:<MasterName>", followed
+// by "/<DB>" for a DB other than 0.
+func addrOf(so ShardOptions) string {
+	if so.Failover != nil {
+		return "sentinel:" + so.Failover.MasterName + dbSuffix(so.Failover.DB)
+	}
+	addr, db := so.Addr, 0
+	if so.Options != nil {
+		addr, db = cmp.Or(addr, so.Options.Addr), so.Options.DB
+	}
+	return addr + dbSuffix(db)
+}
+
+// dbSuffix is what a shard's address gets for its DB: "/<DB>", or nothing
+// for DB 0.
+func dbSuffix(db int) string {
+	if db == 0 {
+		return ""
+	}
+	return "/" + strconv.Itoa(db)
+}
+
+// server returns what names shard sh's server whatever its DB (its address
+// without the DB that addrOf adds): a server's function libraries, script
+// cache and configuration are shared by its shards.
+func server(sh Shard) string {
+	return strings.TrimSuffix(sh.Addr, dbSuffix(sh.Client.Options().DB))
 }
 
 // shardClient prepares a shard's client: a refusal to set up its
@@ -189,17 +285,6 @@ func retryDefaults(o *goredis.Options) {
 	if o.DialerRetries <= 0 {
 		o.DialerRetries = 1
 	}
-}
-
-// reused returns the client of the shard in reuse with that name and
-// address, or nil.
-func reused(reuse []Shard, name, addr string) *goredis.Client {
-	for _, sh := range reuse {
-		if sh.Name == name && sh.Addr == addr {
-			return sh.Client
-		}
-	}
-	return nil
 }
 
 // closeClients closes the clients of shards that keep does not hold.
@@ -250,7 +335,9 @@ func redactAddr(addr string) string {
 
 // NewShardedClientFromClients builds a ShardedClient over existing clients,
 // one per shard, in ring order, with the default health policy. Shard.Addr
-// defaults to the client's address. The ShardedClient takes them over:
+// defaults to the client's address and DB, as ShardOptions.Addr says. The
+// ShardedClient takes them over (SetShards replaces them by clients built
+// from ShardOptions):
 // Close closes them, and a hook of its own is added to each, which marks a
 // server's refusal to set up a connection as the shard's failure. It
 // returns the errors of ring.New and an error naming a shard with a nil
@@ -262,7 +349,8 @@ func NewShardedClientFromClients(shards []Shard, opts ...ring.Option) (*ShardedC
 			continue // refused by shardedclient, naming the shard
 		}
 		if shards[i].Addr == "" {
-			shards[i].Addr = shards[i].Client.Options().Addr
+			o := shards[i].Client.Options()
+			shards[i].Addr = o.Addr + dbSuffix(o.DB)
 		}
 		shardClient(shards[i].Client)
 	}
@@ -278,7 +366,7 @@ func newShardedClient(shards []Shard, h Health, opts []ring.Option) (*ShardedCli
 	}
 	s, err := shardedclient.NewWithHealth(shards, h, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("shardedcache: %w", err)
+		return nil, err // ring's and shardedclient's errors carry their own prefix
 	}
 	s.SetMover(moveKeys)
 	c := &ShardedClient{shards: s}
@@ -290,31 +378,49 @@ func newShardedClient(shards []Shard, h Health, opts []ring.Option) (*ShardedCli
 }
 
 // SetShards replaces the shard list at run time (add, remove, re-weight,
-// change a shard's address under the same name): atomic, with minimal key
-// movement (shards are known by name, else address). A shard with the same
-// name and address keeps its client; the clients of shards that leave or
-// change address are closed once the commands using them have ended. On
-// error nothing changes.
+// change a shard's address, DB or options under the same name): atomic,
+// with minimal key movement (shards are placed by name, else position). A
+// shard with the same address, DB and options keeps its client; a shard
+// whose options change gets a new client, with every hook (AddHook,
+// OnNewNode); the clients of shards that leave or change are closed once
+// the commands using them have ended. A shard at a new address or DB is a
+// new shard, cold: its keys are those already there (BeginResharding moves
+// them). Before a shard that joins serves a command, it gets the function
+// libraries and CONFIG SET parameters set through the client (see package
+// documentation, "Server state").
+//
+// On error nothing changes in the shard list. It returns the errors of
+// NewShardedClient, a *shardedclient.PlacementShiftError, ErrMoveInProgress
+// inside a resharding window, and the failure to bring a joining shard in
+// step (a *shardedclient.ShardError naming the shard and what failed).
 func (c *ShardedClient) SetShards(opts []ShardOptions) error {
-	return c.switchShards(opts, c.shards.SetShards)
+	return c.switchShards(opts, c.shards.SetShardsPrepared)
 }
 
 // switchShards builds the clients of opts (reusing the current shards'
-// where name and address match) and hands them to install; on error the new
-// clients are closed and nothing changes.
-func (c *ShardedClient) switchShards(opts []ShardOptions, install func([]Shard) error) error {
+// where address, DB and options match) and hands them to install with the
+// step that brings the shards that join in step (serverState); on error the
+// new clients are closed and nothing changes.
+func (c *ShardedClient) switchShards(opts []ShardOptions, install func([]Shard, func(*view) error) error) error {
 	if len(opts) == 0 {
 		return errors.New("shardedcache: no shards")
 	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	cur := c.shards.AllShards()
-	shards, err := newShards(opts, cur)
+	shards, err := c.build.shards(opts, cur)
 	if err != nil {
 		return err
 	}
-	if err := install(shards); err != nil {
+	if err := c.state.carry(c.shards, cur, shards, install); err != nil {
 		closeClients(shards, cur)
+		c.build.prune(cur)
+		if se := (*shardedclient.ShardError)(nil); errors.As(err, &se) {
+			return err // it names the shard, and says "shardedcache:"
+		}
 		return fmt.Errorf("shardedcache: %w", err)
 	}
+	c.build.prune(c.shards.AllShards())
 	return nil
 }
 
@@ -432,11 +538,32 @@ func (c *ShardedClient) ForEachShard(ctx context.Context, fn func(ctx context.Co
 	return errors.Join(errs...)
 }
 
-// AddHook adds hook to every shard's client, so that instrumentation (such
-// as redisotel) sees each shard's own commands, pipelines and dials.
+// AddHook adds hook to the client of every shard, now and later: to those
+// that SetShards, BeginResharding or a change of a shard's options create,
+// Sentinel shards included, before they serve a command. Instrumentation
+// then sees each shard's own commands, pipelines and dials: a command once,
+// on the shard that runs it; a command split over shards once per shard.
+// As on a *redis.Client, add hooks before commands run concurrently.
 func (c *ShardedClient) AddHook(hook goredis.Hook) {
-	for _, s := range c.shards.AllShards() {
-		s.Client.AddHook(hook)
+	c.OnNewNode(func(client *goredis.Client) { client.AddHook(hook) })
+}
+
+// OnNewNode calls fn with the client of every shard: at once for the
+// shards in use (a resharding window's old shards included), and later for
+// every client the sharded client creates (SetShards, BeginResharding, a
+// change of a shard's options, Sentinel shards), before it serves a
+// command. It has the name and signature of go-redis's Ring.OnNewNode and
+// ClusterClient.OnNewNode, so per-node instrumentation written for them
+// works here (see the package documentation, "Observability"). fn runs
+// while the shard list changes: it must not call AddHook, OnNewNode,
+// SetShards or BeginResharding. A client whose shard leaves is closed, with
+// no call.
+func (c *ShardedClient) OnNewNode(fn func(rdb *goredis.Client)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.build.onNew = append(c.build.onNew, fn)
+	for _, sh := range c.shards.AllShards() {
+		fn(sh.Client)
 	}
 }
 

@@ -26,11 +26,19 @@
 //     (errors.Is(err, ErrCrossShard)) before anything is sent; key tags
 //     (ring.WithKeyTags) put related keys on one shard;
 //   - a keyless command that Redis runs on all shards (PING, DBSIZE,
-//     FLUSHDB, FLUSHALL, KEYS, SCRIPT LOAD, CONFIG SET) runs on every live
-//     shard and the replies are merged by its response policy (DBSIZE
-//     summed, PING and FLUSHDB succeed when every shard does, KEYS
+//     FLUSHDB, FLUSHALL, KEYS, SCRIPT LOAD, FUNCTION LOAD, CONFIG SET) runs
+//     on every shard and the replies are merged by its response policy
+//     (DBSIZE summed, PING and FLUSHDB succeed when every shard does, KEYS
 //     concatenated); SCAN walks the shards one after the other (the cursor
-//     holds the shard), RANDOMKEY draws a shard by its DBSIZE;
+//     holds the shard), RANDOMKEY draws a shard by its DBSIZE. A command
+//     that reads (DBSIZE, KEYS, SCAN, RANDOMKEY, PING, SCRIPT EXISTS) skips
+//     an ejected shard, whose keys the live shards serve; one that changes
+//     every shard (FLUSHDB, FLUSHALL, SCRIPT LOAD and FLUSH, FUNCTION LOAD,
+//     DELETE and FLUSH, CONFIG SET, ...) fails with an *EjectedError
+//     (errors.Is(err, ErrEjected)) naming the ejected shards while any is,
+//     sent to none. One that acts on the whole server (FLUSHALL, FUNCTION,
+//     SCRIPT, CONFIG SET) runs once per server when shards are DBs of one
+//     server;
 //   - PUBLISH and SPUBLISH go to the shard of the channel; Subscribe and
 //     SSubscribe subscribe on each channel's shard, PSubscribe on every
 //     shard, and one *redis.PubSub delivers every message;
@@ -41,7 +49,10 @@
 //     sent; ForEachShard runs anything on every shard;
 //   - pipelines run one pipeline per shard, in parallel, with results in call
 //     order; TxPipeline and Watch run on one shard, and the *redis.Tx of
-//     Watch refuses commands for other shards' keys.
+//     Watch refuses commands for other shards' keys (*CrossShardError) and
+//     keyless commands that run on every shard (DBSIZE, KEYS, SCAN,
+//     FLUSHDB, ..., also in its TxPipelined) with the *UnsupportedError
+//     that TxPipelined gives.
 //
 // A transport failure of one shard (refused connection, timeout, failed TLS
 // handshake) is returned as a *shardedclient.ShardError that names the shard
@@ -58,6 +69,60 @@
 //
 // The command table is Redis 7.0.15's; commands that Redis added later are
 // refused with an *UnsupportedError until the table covers them.
+//
+// # Server state
+//
+// A shard is its address and DB (ShardOptions.Addr). What a shard-list
+// change (SetShards, BeginResharding) does to what the servers hold:
+//
+//   - keys: SetShards is cold, a shard that joins serves the keys it has;
+//     BeginResharding moves every key to its new owner.
+//   - options: a shard whose options change (password, pool, timeouts, ...)
+//     gets a new client, with every hook; the old one is closed once its
+//     commands have ended. A change of DB is a change of shard (a move).
+//   - function libraries: FUNCTION LOAD, DELETE, FLUSH and RESTORE run on
+//     every shard (once per server). Once one has run through the client, a
+//     shard that joins gets, before it serves a command, an exact copy of
+//     the libraries of the first live shard in use that answers (FUNCTION
+//     DUMP there, FUNCTION RESTORE with FLUSH on it: libraries it had of
+//     its own are replaced), so FCALL works on it and a later FUNCTION LOAD
+//     fails ("already exists") or succeeds alike everywhere. If no shard in
+//     use answers, the change is refused with a *shardedclient.ShardError.
+//   - CONFIG SET made through the client: every parameter is applied again,
+//     with its last value, to a shard that joins, before it serves a
+//     command (keyspace notifications, for instance, then cover it). A
+//     parameter the new server refuses refuses the change, naming the
+//     parameter (never its value).
+//   - the script cache: not copied (Redis has no SCRIPT DUMP). EVALSHA on a
+//     shard that joined fails with NOSCRIPT; go-redis's Script.Run then
+//     sends EVAL. Run SCRIPT LOAD through the client again if you rely on
+//     EVALSHA.
+//   - subscriptions follow their channels (see Subscribe).
+//
+// What is set on a shard's own client (ForEachShard, GetShard) or outside
+// the client is not followed, nor is state a server loses when it restarts
+// (CONFIG SET not rewritten, functions not persisted): a shard that rejoins
+// after ejection is not brought in step again.
+//
+// # Observability
+//
+// AddHook adds a go-redis hook to every shard's client, now and later.
+// OnNewNode, with the name and signature of go-redis's Ring.OnNewNode and
+// ClusterClient.OnNewNode, hands every shard's client, now and later, to
+// per-node instrumentation. redisotel's InstrumentTracing and
+// InstrumentMetrics accept a *redis.Client, Ring or ClusterClient only (a
+// type switch: "redisotel: *redis.ShardedClient not supported"), so
+// instrument each shard's client, whose spans and metrics then carry its
+// server.address and server.port:
+//
+//	rdb.OnNewNode(func(c *goredis.Client) { _ = redisotel.InstrumentTracing(c) })
+//
+// go-redis's Prometheus collector (redisprometheus.NewCollector) reads one
+// client's pool: in OnNewNode, register one per shard client, labelled by
+// its address and DB (prometheus.WrapRegistererWith). fn runs again for a
+// shard whose options change, with a new client at the same address and
+// DB: unregister the old client's collector first (keep them by label), as
+// that of a shard that leaves. PoolStats sums the pools of every shard.
 //
 // # Failures and resharding
 //

@@ -3,6 +3,8 @@ package redis
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 
 	goredis "github.com/redis/go-redis/v9"
 
@@ -26,21 +28,18 @@ type part struct {
 }
 
 // split builds the parts of cmd: the same command on every shard when it is
-// keyless, else one command per shard with that shard's keys (and the
-// arguments that go with each key, such as MSET's values). It fails, sending
-// nothing, when a key lacks the arguments that go with it (an odd MSET).
+// keyless (see everyShard), else one command per shard with that shard's
+// keys (and the arguments that go with each key, such as MSET's values). It
+// fails, sending nothing, when a key lacks the arguments that go with it
+// (an odd MSET), and with an *EjectedError for a keyless command that
+// changes every shard while some are ejected.
 func split(ctx context.Context, v *view, cmd goredis.Cmder, info *commands.Info) (*fanout, error) {
 	args := cmd.Args()
 	f := &fanout{cmd: cmd, info: info}
 	var pos []int
 	_ = info.KeyPositions(args, func(p int) { pos = append(pos, p) })
 	if len(pos) == 0 {
-		for i := range v.Len() {
-			if !v.Ejected(i) { // an ejected shard's keys are served by the others
-				f.parts = append(f.parts, part{shard: i, cmd: goredis.NewCmd(ctx, args...)})
-			}
-		}
-		return f, nil
+		return f, f.everyShard(ctx, v, args)
 	}
 	f.nkeys = len(pos)
 	step := 1
@@ -70,6 +69,62 @@ func split(ctx context.Context, v *view, cmd goredis.Cmder, info *commands.Info)
 		f.parts[i].cmd = goredis.NewCmd(ctx, append(partArgs[i], suffix...)...)
 	}
 	return f, nil
+}
+
+// everyShard adds a part with args on every shard, for a keyless command.
+// A command that reads (DBSIZE, KEYS, PING, SCRIPT EXISTS, ...) skips an
+// ejected shard: the live shards serve every key. Any other changes each
+// shard (FLUSHDB, FLUSHALL, SCRIPT LOAD and FLUSH, FUNCTION LOAD and DELETE,
+// CONFIG SET, ...) and would leave an ejected shard behind, to serve its
+// old state when it rejoins: it is refused with an *EjectedError naming the
+// ejected shards, and sent to none. A command on the whole server (FLUSHALL,
+// FUNCTION, SCRIPT, CONFIG, ...) runs once per server when shards share one
+// (two DBs): FUNCTION LOAD twice on one server would fail.
+func (f *fanout) everyShard(ctx context.Context, v *view, args []any) error {
+	reads, wide := readsOnly(f.info), serverWide(f.info)
+	var ejected []int
+	for i := range v.Len() {
+		switch {
+		case v.Ejected(i):
+			if !reads {
+				ejected = append(ejected, i)
+			}
+		case wide && slices.ContainsFunc(f.parts, func(p part) bool { return server(v.Shard(p.shard)) == server(v.Shard(i)) }):
+			// its server has a part already
+		default:
+			f.parts = append(f.parts, part{shard: i, cmd: goredis.NewCmd(ctx, args...)})
+		}
+	}
+	if len(ejected) > 0 {
+		e := &EjectedError{Command: f.info.Name}
+		for _, i := range ejected {
+			e.Shards = append(e.Shards, v.Ref(i))
+		}
+		return e
+	}
+	return nil
+}
+
+// liveReads are the keyless commands on every shard, besides those Redis
+// flags readonly (DBSIZE, KEYS), that may skip an ejected shard: they read
+// (or act on what runs now), so the live shards' answer is the answer for
+// the keys the client serves.
+var liveReads = map[string]bool{
+	"ping": true, "wait": true, "script|exists": true, "slowlog|get": true, "slowlog|len": true,
+	"script|kill": true, "function|kill": true,
+}
+
+func readsOnly(info *commands.Info) bool { return info.Flags["readonly"] || liveReads[info.Name] }
+
+// serverWide reports whether the keyless command info acts on the whole
+// server, not on the shard's DB.
+func serverWide(info *commands.Info) bool {
+	container, _, _ := strings.Cut(info.Name, "|")
+	switch container {
+	case "flushall", "function", "script", "config", "slowlog", "latency", "memory":
+		return true
+	}
+	return false
 }
 
 // addTo queues the parts in groups, by shard.

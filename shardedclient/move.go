@@ -91,7 +91,8 @@ func (s *Sharded[C]) Window() *Window { return s.window.Load() }
 // drops stay reachable (after the new list's shards, owning no key) until
 // EndMove. Identity, counters and ejections carry over as in SetShards; a
 // shard that keeps its identity is the same shard (its data is not moved
-// if its client changes).
+// if its client changes, and its old client is closed once the commands
+// using it have ended).
 //
 // Before the new view serves any command, prepare (when not nil) runs on it
 // with the move's rings set (View.Moved works) and view changes held back:
@@ -129,7 +130,7 @@ func (s *Sharded[C]) BeginMove(shards []Shard[C], prepare func(*View[C]) error) 
 		w.remember, w.moved = true, map[string]struct{}{}
 	}
 	s.window.Store(w)
-	s.swap(v, false)
+	s.swap(v, true) // v holds the shards that leave: only replaced clients close
 	s.openGate(g)
 	return nil
 }

@@ -18,7 +18,14 @@ var ErrClosed = errors.New("shardedclient: closed")
 // old list or the new one. Clients that the new list no longer holds are
 // closed once the commands using them have ended. It fails, changing
 // nothing, on the errors of New.
-func (s *Sharded[C]) SetShards(shards []Shard[C]) error {
+func (s *Sharded[C]) SetShards(shards []Shard[C]) error { return s.SetShardsPrepared(shards, nil) }
+
+// SetShardsPrepared is SetShards with a prepare step, as in BeginMove:
+// before the new view serves any command, prepare (when not nil) runs on it
+// with view changes held back (a backend brings the shards that join in
+// step with the others there). If prepare fails, nothing changes and its
+// error is returned.
+func (s *Sharded[C]) SetShardsPrepared(shards []Shard[C], prepare func(*View[C]) error) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	cur, v, err := s.nextView(shards)
@@ -27,6 +34,11 @@ func (s *Sharded[C]) SetShards(shards []Shard[C]) error {
 	}
 	if err := placementShift(cur, v); err != nil {
 		return err
+	}
+	if prepare != nil {
+		if err := prepare(v); err != nil {
+			return err
+		}
 	}
 	for _, h := range cur.health {
 		if v.indexOfHealth(h) < 0 {
