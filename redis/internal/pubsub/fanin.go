@@ -292,8 +292,10 @@ func (f *fanIn) answer() {
 		for _, s := range o.subs {
 			f.announce(s, o.subscribes)
 			f.write(appendArray(nil, o.command, s.name, f.counts[s.kind.counter()]))
-			held = append(held, s.held...)
-			s.held = nil
+			if o.subscribes {
+				held = append(held, s.held...)
+				s.held = nil
+			}
 			f.forget(s)
 		}
 		if o.command != "" && len(o.subs) == 0 {
