@@ -415,10 +415,7 @@ func (c *ShardedClient) switchShards(opts []ShardOptions, install func([]Shard, 
 	if err := c.state.carry(c.shards, cur, shards, install); err != nil {
 		closeClients(shards, cur)
 		c.build.prune(cur)
-		if se := (*shardedclient.ShardError)(nil); errors.As(err, &se) {
-			return err // it names the shard, and says "shardedcache:"
-		}
-		return fmt.Errorf("shardedcache: %w", err)
+		return err // shardedclient's errors pass through, as in NewShardedClient
 	}
 	c.build.prune(c.shards.AllShards())
 	return nil

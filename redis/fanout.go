@@ -81,7 +81,7 @@ func split(ctx context.Context, v *view, cmd goredis.Cmder, info *commands.Info)
 // FUNCTION, SCRIPT, CONFIG, ...) runs once per server when shards share one
 // (two DBs): FUNCTION LOAD twice on one server would fail.
 func (f *fanout) everyShard(ctx context.Context, v *view, args []any) error {
-	reads, wide := readsOnly(f.info), serverWide(f.info)
+	reads, wide := liveReads[f.info.Name], serverWide(f.info)
 	var ejected []int
 	for i := range v.Len() {
 		switch {
@@ -105,16 +105,14 @@ func (f *fanout) everyShard(ctx context.Context, v *view, args []any) error {
 	return nil
 }
 
-// liveReads are the keyless commands on every shard, besides those Redis
-// flags readonly (DBSIZE, KEYS), that may skip an ejected shard: they read
-// (or act on what runs now), so the live shards' answer is the answer for
-// the keys the client serves.
+// liveReads are the keyless commands on every shard that may skip an
+// ejected shard: they read (or act on what runs now), so the live shards'
+// answer is the answer for the keys the client serves. Any other is taken
+// to change every shard.
 var liveReads = map[string]bool{
-	"ping": true, "wait": true, "script|exists": true, "slowlog|get": true, "slowlog|len": true,
-	"script|kill": true, "function|kill": true,
+	"dbsize": true, "keys": true, "ping": true, "wait": true, "script|exists": true,
+	"slowlog|get": true, "slowlog|len": true, "script|kill": true, "function|kill": true,
 }
-
-func readsOnly(info *commands.Info) bool { return info.Flags["readonly"] || liveReads[info.Name] }
 
 // serverWide reports whether the keyless command info acts on the whole
 // server, not on the shard's DB.
