@@ -7,6 +7,7 @@ package integration_test
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -312,5 +313,58 @@ func TestPubSubShardChannelsFollowSetShards(t *testing.T) {
 		}
 		r.expect(psConfirmations("sunsubscribe", 19, -1, psSorted(chs)...)...)
 		checkPSPlacement(t, c, servers, psPlacement{})
+	})
+}
+
+// Subscribing and unsubscribing while another goroutine changes the shard
+// list over and over: every confirmation carries one server's count, no
+// goroutine panics or races, and once the changes stop (and a PING), the
+// servers hold exactly the subscriptions and every publish arrives once.
+func TestPubSubSubscribeDuringShardChanges(t *testing.T) {
+	forEachPubSubBackend(t, func(t *testing.T, b psBackend) {
+		servers := startPSServers(t, b, 3)
+		c := newPSClient(t, shardedredis.Health{}, servers...)
+		lists := [][]*psServer{servers[:2], {servers[2], servers[0]}, servers, {servers[1]}}
+		changes := make(chan error, 1)
+		go func() {
+			var err error
+			for i := 0; i < 40 && err == nil; i++ {
+				err = c.SetShards(psShards(lists[i%len(lists)]...))
+			}
+			changes <- err
+		}()
+		chs := psNames("ch", 12)
+		r := newPSReader(t, c.Subscribe(ctx, chs[0]))
+		r.expect(psConfirmations("subscribe", 1, 1, chs[0])...)
+		subscribed := map[string]bool{chs[0]: true}
+		for i := range 40 {
+			ch := chs[i*7%len(chs)]
+			call, kind := r.ps.Subscribe, "subscribe"
+			if subscribed[ch] {
+				call, kind = r.ps.Unsubscribe, "unsubscribe"
+			}
+			if err := call(ctx, ch); err != nil {
+				t.Fatal(err)
+			}
+			if kind == "subscribe" {
+				subscribed[ch] = true
+			} else {
+				delete(subscribed, ch)
+			}
+			r.expect(goredis.Subscription{Kind: kind, Channel: ch, Count: len(subscribed)})
+		}
+		if err := <-changes; err != nil {
+			t.Fatal(err)
+		}
+		r.syncClean()
+		want := slices.Collect(maps.Keys(subscribed))
+		rs := psRoutes(want...)
+		for _, ch := range chs {
+			if !subscribed[ch] {
+				rs[ch] = nil
+			}
+		}
+		checkPSPlacement(t, c, servers, psPlacement{channels: want})
+		r.deliver(psPublisher(c), "after the changes", rs)
 	})
 }
