@@ -1,7 +1,12 @@
 package commands
 
 import (
+	"bytes"
 	"errors"
+	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -50,6 +55,43 @@ func TestKeyPositions(t *testing.T) {
 		{[]any{"spublish", "chan", "msg"}, []string{"chan"}},
 		{[]any{"lmpop", 2, "a", "b", "left"}, []string{"a", "b"}},
 		{[]any{"migrate", "h", 6379, "", 0, 5000, "keys", "a", "b"}, []string{"", "a", "b"}},
+		// Commands after Redis 7.0, from src/commands/*.json of redis/redis.
+		{[]any{"HEXPIRE", "h", 10, "NX", "FIELDS", 2, "f1", "f2"}, []string{"h"}},
+		{[]any{"HTTL", "h", "FIELDS", 1, "f"}, []string{"h"}},
+		{[]any{"HPERSIST", "h", "FIELDS", 1, "f"}, []string{"h"}},
+		{[]any{"HGETDEL", "h", "FIELDS", 1, "f"}, []string{"h"}},
+		{[]any{"HGETEX", "h", "PX", 50, "FIELDS", 2, "f1", "f2"}, []string{"h"}},
+		{[]any{"HSETEX", "h", "FNX", "EX", 10, "FIELDS", 1, "f", "v"}, []string{"h"}},
+		{[]any{"msetex", 2, "a", "1", "b", "2", "nx", "ex", 10}, []string{"a", "b"}},
+		{[]any{"delex", "k", "ifeq", "v"}, []string{"k"}},
+		{[]any{"digest", "k"}, []string{"k"}},
+		{[]any{"increx", "k", "byint", 2, "ex", 10}, []string{"k"}},
+		{[]any{"lmovem", "src", "dst", "left", "right", "count", 2}, []string{"src", "dst"}},
+		{[]any{"blmovem", "src", "dst", "left", "right", 0}, []string{"src", "dst"}},
+		{[]any{"sdiffcard", 2, "s1", "s2", "limit", 5}, []string{"s1", "s2"}},
+		{[]any{"sunioncard", 1, "s1"}, []string{"s1"}},
+		{[]any{"xackdel", "s", "g", "keepref", "ids", 1, "1-0"}, []string{"s"}},
+		{[]any{"xdelex", "s", "ids", 2, "1-0", "2-0"}, []string{"s"}},
+		{[]any{"xnack", "s", "g", "silent", "ids", 1, "1-0"}, []string{"s"}},
+		{[]any{"arset", "a", 0, "x", "y"}, []string{"a"}},
+		{[]any{"arop", "a", 0, 9, "SUM"}, []string{"a"}},
+		{[]any{"CMS.MERGE", "dst", 2, "c1", "c2", "WEIGHTS", 1, 2}, []string{"dst", "c1", "c2"}},
+		{[]any{"TDIGEST.MERGE", "dst", 1, "t1", "COMPRESSION", 100}, []string{"dst", "t1"}},
+		{[]any{"BF.ADD", "bf", "item"}, []string{"bf"}},
+		{[]any{"TOPK.INCRBY", "tk", "a", 1, "b", 2}, []string{"tk"}},
+		// Modules, from their registrations, and our decisions.
+		{[]any{"JSON.SET", "doc", "$", "{}"}, []string{"doc"}},
+		{[]any{"JSON.MSET", "a", "$", "1", "b", "$.x", "2"}, []string{"a", "b"}},
+		{[]any{"JSON.MGET", "a", "b", "c", "$.x"}, []string{"a", "b", "c"}},
+		{[]any{"TS.MADD", "s1", 1, 1.5, "s2", 2, 2.5}, []string{"s1", "s2"}},
+		{[]any{"TS.CREATERULE", "src", "dst", "AGGREGATION", "avg", 60}, []string{"src", "dst"}},
+		{[]any{"TS.NRANGE", 2, "s1", "s2", "-", "+"}, []string{"s1", "s2"}},
+		{[]any{"TS.READ", "s", "-"}, []string{"s"}},
+		{[]any{"TS.MGET", "FILTER", "a=b"}, nil},
+		{[]any{"vadd", "vs", "VALUES", 2, 1, 0, "e"}, []string{"vs"}},
+		{[]any{"vrange", "vs", "-", "+", 10}, []string{"vs"}},
+		{[]any{"pubsub", "numsub", "c1", "c2"}, []string{"c1", "c2"}},
+		{[]any{"pubsub", "numsub"}, nil},
 	}
 	for _, c := range cases {
 		got, err := keysOf(t, c.args...)
@@ -117,8 +159,130 @@ func TestPolicies(t *testing.T) {
 			t.Errorf("%s: policies %d/%d, want %d/%d", c.name, info.Request, info.Response, c.req, c.resp)
 		}
 	}
-	if n := len(byName); n != 240 {
-		t.Errorf("table has %d commands, want 240 (Redis 7.0.15)", n)
+}
+
+// The table's entries by source: Redis 7.0.15's COMMAND, redis/redis's
+// src/commands files since, module registrations, and our decisions.
+func TestSources(t *testing.T) {
+	counts := map[string]int{}
+	for i := range table {
+		src := table[i].Source
+		switch {
+		case strings.HasPrefix(src, "redis-7.0.15-command.json"):
+			counts["7.0.15"]++
+		case strings.HasPrefix(src, "redis/redis@") && strings.Contains(src, ":src/commands/"):
+			counts["src/commands"]++
+		case strings.HasPrefix(src, "redis/redis@"), strings.HasPrefix(src, "RedisJSON/RedisJSON@"), strings.HasPrefix(src, "RedisTimeSeries/RedisTimeSeries@"):
+			counts["modules"]++
+		case strings.HasPrefix(src, "decisions.go: no published spec"):
+			counts["ours"]++
+		default:
+			t.Errorf("%s: source %q", table[i].Name, src)
+		}
+	}
+	want := map[string]int{"7.0.15": 240, "src/commands": 91, "modules": 54, "ours": 6}
+	if !maps.Equal(counts, want) {
+		t.Errorf("entries by source %v, want %v", counts, want)
+	}
+	info, _ := Lookup([]any{"hgetex", "h"})
+	if info.Source != "redis/redis@769babcbaa60df4ff5869f8978a0841998ef609a:src/commands/hgetex.json" {
+		t.Errorf("HGETEX source %q", info.Source)
+	}
+	info, _ = Lookup([]any{"msetnx", "a", "1"})
+	if info.Source != "redis-7.0.15-command.json; decisions.go: all keys on one shard, as it sets all or none" {
+		t.Errorf("MSETNX source %q", info.Source)
+	}
+}
+
+// Lookup's binary search needs the table and every container's
+// subcommands sorted by name.
+func TestTableSorted(t *testing.T) {
+	sorted := func(list []Info) bool {
+		return slices.IsSortedFunc(list, func(a, b Info) int { return strings.Compare(a.Name, b.Name) })
+	}
+	if !sorted(table[:]) {
+		t.Error("table not sorted")
+	}
+	for i := range table {
+		if !sorted(table[i].subs) {
+			t.Errorf("subcommands of %s not sorted", table[i].Name)
+		}
+	}
+}
+
+// go generate leaves table.go as it is: it is the generator's output for
+// the inputs in this directory.
+func TestGeneratedTableUpToDate(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "table.go")
+	cmd := exec.Command("go", "run", "./gen", "-o", out)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go run ./gen: %v\n%s", err, b)
+	}
+	want, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile("table.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatal("table.go is not what go generate writes: run go generate ./redis/internal/commands")
+	}
+}
+
+// Names are found in any case, without allocating; unknown ones wrap
+// ErrUnknown; a refused command or family is found with its reason.
+func TestLookup(t *testing.T) {
+	for _, args := range [][]any{{"GET", "k"}, {"BF.ADD", "k", "i"}, {"HGetEx", "h"}, {"Client", "LIST"}} {
+		if n := testing.AllocsPerRun(100, func() { _, _ = Lookup(args) }); n != 0 {
+			t.Errorf("Lookup(%v): %v allocations", args, n)
+		}
+	}
+	for _, c := range []struct {
+		args          []any
+		name, refused string
+		instead       string
+	}{
+		{[]any{"bf.add", "k", "i"}, "bf.add", "", ""},
+		{[]any{"CLIENT", "SETNAME", "x"}, "client|setname", "a connection's name is set per connection", "set ClientName in the shards' Options"},
+		{[]any{"select", 1}, "select", "the database is a setting of each connection", "set DB in the shards' Options"},
+		{[]any{"FT.SEARCH", "idx", "*"}, "ft.", "a search index covers only the keys of its own shard, so its queries have no sharded meaning", "run FT commands on each shard with ForEachShard"},
+		{[]any{"ft._list"}, "ft.", "a search index covers only the keys of its own shard, so its queries have no sharded meaning", "run FT commands on each shard with ForEachShard"},
+		{[]any{"cluster", "nosuch"}, "cluster", "the shards are independent servers, not a Redis Cluster", "use a redis.ClusterClient for a Redis Cluster"},
+		{[]any{"slowlog", "get", 1}, "slowlog|get", "each server's slow log has its own entry ids and count, so the logs of several do not merge into one", ""},
+	} {
+		info, err := Lookup(c.args)
+		if err != nil || info.Name != c.name || info.Refused != c.refused || info.Instead != c.instead {
+			t.Errorf("Lookup(%v) = %+v, %v; want %s refused %q instead %q", c.args, info, err, c.name, c.refused, c.instead)
+		}
+	}
+	for _, args := range [][]any{{"ftsearch"}, {"f"}, {"nosuch"}, {"client", "nosuch"}} {
+		if _, err := Lookup(args); !errors.Is(err, ErrUnknown) {
+			t.Errorf("Lookup(%v): %v, want ErrUnknown", args, err)
+		}
+	}
+}
+
+// The policies of commands after Redis 7.0 and of our decisions.
+func TestNewPolicies(t *testing.T) {
+	cases := []struct {
+		args []any
+		req  RequestPolicy
+		resp ResponsePolicy
+	}{
+		{[]any{"msetex", 1, "a", "1"}, ByKeys, Default}, // Redis: multi_shard, all_succeeded
+		{[]any{"pubsub", "channels"}, AllShards, Default},
+		{[]any{"ts.queryindex", "a=b"}, AllShards, Default},
+		{[]any{"randomkey"}, Special, Default},
+		{[]any{"latency", "reset"}, AllShards, AllSucceeded},
+		{[]any{"echo", "x"}, ByKeys, Default},
+	}
+	for _, c := range cases {
+		info, err := Lookup(c.args)
+		if err != nil || info.Request != c.req || info.Response != c.resp {
+			t.Errorf("%v: %+v, %v; want policies %d/%d", c.args, info, err, c.req, c.resp)
+		}
 	}
 }
 
