@@ -16,15 +16,7 @@ import (
 // and keys nobody touched stay on their old owner.
 func TestMemcacheReshardWindow(t *testing.T) {
 	forEachMemcached(t, 4, func(t *testing.T, servers []*mcServer) {
-		opts := make([]shardedmc.ShardOptions, len(servers))
-		for i, s := range servers {
-			opts[i] = shardedmc.ShardOptions{Name: "mc-" + strconv.Itoa(i), Addr: s.addr}
-		}
-		c, err := shardedmc.NewShardedClient(&shardedmc.ShardedOptions{Shards: opts[:3]})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = c.Close() })
+		opts, c := namedMemcache(t, servers, 3)
 		keys := mcKeys("win:", 1000)
 		setAll(t, c, keys)
 		plan, err := c.PlanResharding(opts)
@@ -89,6 +81,22 @@ func TestMemcacheReshardWindow(t *testing.T) {
 	})
 }
 
+// namedMemcache returns servers as shards "mc-0", "mc-1", ... and a client
+// over the first n of them, closed at cleanup.
+func namedMemcache(t *testing.T, servers []*mcServer, n int) ([]shardedmc.ShardOptions, *shardedmc.ShardedClient) {
+	t.Helper()
+	opts := make([]shardedmc.ShardOptions, len(servers))
+	for i, s := range servers {
+		opts[i] = shardedmc.ShardOptions{Name: "mc-" + strconv.Itoa(i), Addr: s.addr}
+	}
+	c, err := shardedmc.NewShardedClient(&shardedmc.ShardedOptions{Shards: opts[:n]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return opts, c
+}
+
 func holds(servers []map[string]string, key string) bool {
 	for _, s := range servers {
 		if _, ok := s[key]; ok {
@@ -104,15 +112,7 @@ func holds(servers []map[string]string, key string) bool {
 // resurrected. The window moves a key once: a write after the move stays.
 func TestMemcacheReshardLeftoverNeverWins(t *testing.T) {
 	forEachMemcached(t, 4, func(t *testing.T, servers []*mcServer) {
-		opts := make([]shardedmc.ShardOptions, len(servers))
-		for i, s := range servers {
-			opts[i] = shardedmc.ShardOptions{Name: "mc-" + strconv.Itoa(i), Addr: s.addr}
-		}
-		c, err := shardedmc.NewShardedClient(&shardedmc.ShardedOptions{Shards: opts[:3]})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = c.Close() })
+		opts, c := namedMemcache(t, servers, 3)
 		keys := mcKeys("left:", 400)
 		setAll(t, c, keys)                        // "v-<key>" on the first three servers
 		if err := c.SetShards(opts); err != nil { // cold: leftovers stay behind

@@ -795,15 +795,7 @@ func TestMemcacheEjectMode(t *testing.T) {
 // keep their clients; calls running meanwhile see one list or the other.
 func TestMemcacheSetShards(t *testing.T) {
 	servers := []*mcServer{startMiniMemcached(t), startMiniMemcached(t), startMiniMemcached(t), startMiniMemcached(t)}
-	opts := make([]shardedmc.ShardOptions, len(servers))
-	for i, s := range servers {
-		opts[i] = shardedmc.ShardOptions{Name: "mc-" + strconv.Itoa(i), Addr: s.addr}
-	}
-	c, err := shardedmc.NewShardedClient(&shardedmc.ShardedOptions{Shards: opts[:3]})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
+	opts, c := namedMemcache(t, servers, 3)
 	keys := mcKeys("reshard:", 1000)
 	setAll(t, c, keys)
 	before := c.Shards()
