@@ -59,7 +59,10 @@ type Sharded[C comparable] struct {
 	mover         Mover[C]               // set by the backend (SetMover)
 	window        atomic.Pointer[Window] // the move in progress (BeginMove), else nil
 	rememberMoved bool                   // see RememberMoved
-	locks         KeyLocks               // a key's stripe, locked while the key moves
+
+	watchMu  sync.Mutex
+	watchers map[chan struct{}]struct{} // see Watch
+	locks    KeyLocks                   // a key's stripe, locked while the key moves
 
 	mu      sync.Mutex // serializes view changes (eject, rejoin, SetShards, Close)
 	closed  bool

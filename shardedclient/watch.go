@@ -1,13 +1,5 @@
 package shardedclient
 
-import "sync"
-
-// watchers holds the channels that Watch returned, per Sharded (as any).
-var watchers = struct {
-	sync.Mutex
-	m map[any]map[chan struct{}]struct{}
-}{m: map[any]map[chan struct{}]struct{}{}}
-
 // Watch returns a channel that receives a value after every change of the
 // current View: SetShards, BeginMove, EndMove, an ejection, a rejoin. The
 // value is sent once the new View is in place, so a receiver that then
@@ -17,27 +9,24 @@ var watchers = struct {
 // closed); it may be called more than once.
 func (s *Sharded[C]) Watch() (changes <-chan struct{}, stop func()) {
 	ch := make(chan struct{}, 1)
-	watchers.Lock()
-	defer watchers.Unlock()
-	if watchers.m[s] == nil {
-		watchers.m[s] = map[chan struct{}]struct{}{}
+	s.watchMu.Lock()
+	defer s.watchMu.Unlock()
+	if s.watchers == nil {
+		s.watchers = map[chan struct{}]struct{}{}
 	}
-	watchers.m[s][ch] = struct{}{}
+	s.watchers[ch] = struct{}{}
 	return ch, func() {
-		watchers.Lock()
-		defer watchers.Unlock()
-		delete(watchers.m[s], ch)
-		if len(watchers.m[s]) == 0 {
-			delete(watchers.m, s)
-		}
+		s.watchMu.Lock()
+		defer s.watchMu.Unlock()
+		delete(s.watchers, ch)
 	}
 }
 
 // notify tells the watchers of s that its View changed; s.mu is held.
 func (s *Sharded[C]) notify() {
-	watchers.Lock()
-	defer watchers.Unlock()
-	for ch := range watchers.m[s] {
+	s.watchMu.Lock()
+	defer s.watchMu.Unlock()
+	for ch := range s.watchers {
 		select {
 		case ch <- struct{}{}:
 		default: // a change is already pending
