@@ -83,6 +83,9 @@ func TestRealRedisConnectionSetupErrors(t *testing.T) {
 		o := tc.opt
 		o.MaxRetries = -1
 		opts[i] = shardedredis.ShardOptions{Name: tc.name, Addr: addrs[i], Options: &o}
+		if o.DB != 0 {
+			addrs[i] += fmt.Sprintf("/%d", o.DB) // the shard's address names its DB
+		}
 	}
 	var (
 		mu     sync.Mutex
