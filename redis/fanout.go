@@ -112,6 +112,7 @@ func (f *fanout) everyShard(ctx context.Context, v *view, args []any) error {
 var liveReads = map[string]bool{
 	"dbsize": true, "keys": true, "ping": true, "wait": true, "script|exists": true,
 	"slowlog|get": true, "slowlog|len": true, "script|kill": true, "function|kill": true,
+	"pubsub|channels": true, "pubsub|shardchannels": true, "ts.queryindex": true,
 }
 
 // serverWide reports whether the keyless command info acts on the whole
@@ -119,7 +120,7 @@ var liveReads = map[string]bool{
 func serverWide(info *commands.Info) bool {
 	container, _, _ := strings.Cut(info.Name, "|")
 	switch container {
-	case "flushall", "function", "script", "config", "slowlog", "latency", "memory":
+	case "flushall", "function", "script", "config", "acl", "slowlog", "latency", "memory":
 		return true
 	}
 	return false
