@@ -79,7 +79,7 @@ const propertyLimit = 3
 
 // propertyHealth is the policy under test: eject mode, no rejoin in the
 // test's time.
-func propertyHealth[C any]() shardedclient.Health[C] {
+func propertyHealth[C comparable]() shardedclient.Health[C] {
 	return shardedclient.Health[C]{Mode: shardedclient.EjectMode, FailureLimit: propertyLimit, RetryTimeout: time.Hour}
 }
 

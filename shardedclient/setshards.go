@@ -54,10 +54,11 @@ var ErrPlacementShift = errors.New("the keys of shards that stay would move")
 
 // PlacementShiftError is returned by SetShards, changing nothing, for a cold
 // change that would move the keys of shards that stay in the list (the same
-// server, by ID) because their placement changes: an unnamed shard of the
-// Jedis ring is placed by its position, so removing or inserting a shard
-// before it gives it another position's virtual nodes (as Jedis does for
-// the new list). Name the shards, or move their keys with BeginMove.
+// server, by ID) because their placement changes: a server listed under
+// another name, or an unnamed shard of the Jedis ring, which is placed by
+// its position, so that removing or inserting a shard before it gives it
+// another position's virtual nodes (as Jedis does for the new list). Keep
+// the names (name unnamed shards), or move the keys with BeginMove.
 type PlacementShiftError struct {
 	// Shards are the shards whose placement changes, as
 	// `shard 1 (10.0.0.3:6379): slot:2 -> slot:1`.
@@ -65,8 +66,8 @@ type PlacementShiftError struct {
 }
 
 func (e *PlacementShiftError) Error() string {
-	return "shardedclient: the change would move the keys of shards that stay (" + strings.Join(e.Shards, "; ") +
-		"): an unnamed shard is placed by its position; name the shards, or move their keys with a resharding window"
+	return "shardedclient: the change would move the keys of shards that stay on their server (" + strings.Join(e.Shards, "; ") +
+		"): a shard is placed by its name, or, unnamed, by its position; keep the names (name unnamed shards), or move the keys with a resharding window"
 }
 
 // Is reports whether target is ErrPlacementShift.
