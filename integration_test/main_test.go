@@ -21,6 +21,7 @@ type withSharedServers struct{ m *testing.M }
 
 func (w withSharedServers) Run() int {
 	defer stopSharedRedis()
+	defer stopSharedCluster()
 	return w.m.Run()
 }
 

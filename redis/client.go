@@ -60,6 +60,12 @@ type ShardOptions struct {
 	// retries are go-redis's (MaxRetries 0 means 3), so that a command
 	// rides over a promotion.
 	Failover *goredis.FailoverOptions
+	// Cluster makes the shard a Redis Cluster (see ClusterShard and
+	// BeginClusterMove): its commands go to a *redis.ClusterClient, which
+	// routes them by hash slot. Exclusive with Addr, Options and Failover.
+	// Its address (its identity) is "cluster:" and its seed addresses,
+	// sorted, joined by ",".
+	Cluster *ClusterShard
 }
 
 // Health is the policy for failing shards: FailureMode (default) or
@@ -170,6 +176,9 @@ func (b *builder) shards(opts []ShardOptions, reuse []Shard) ([]Shard, error) {
 }
 
 func (b *builder) shard(so ShardOptions, reuse []Shard) (Shard, error) {
+	if so.Cluster != nil {
+		return b.clusterShard(so, reuse)
+	}
 	sh := Shard{Name: so.Name, Weight: so.Weight, Addr: addrOf(so)}
 	if so.Failover != nil {
 		if so.Addr != "" || so.Options != nil {
@@ -214,7 +223,7 @@ func (b *builder) client(reuse []Shard, addr string, from any, create func() *go
 	}
 	c := shardClient(create())
 	for _, fn := range b.onNew {
-		fn(c)
+		onNode(c, fn)
 	}
 	if b.from == nil {
 		b.from = map[*goredis.Client]any{}
@@ -236,6 +245,9 @@ func (b *builder) prune(shards []Shard) {
 // Shard.Addr): its server's address, or "sentinel:<MasterName>", followed
 // by "/<DB>" for a DB other than 0.
 func addrOf(so ShardOptions) string {
+	if so.Cluster != nil {
+		return clusterAddr(so.Cluster)
+	}
 	if so.Failover != nil {
 		return "sentinel:" + so.Failover.MasterName + dbSuffix(so.Failover.DB)
 	}
@@ -505,7 +517,7 @@ func (c *ShardedClient) Watch(ctx context.Context, fn func(*goredis.Tx) error, k
 		return err
 	}
 	var fnErr error
-	err := v.Client(ks.shard).Watch(ctx, func(tx *goredis.Tx) error {
+	err := watchOn(v.Client(ks.shard))(ctx, func(tx *goredis.Tx) error {
 		tx.AddHook(guard{c: c, v: v, shard: ks.shard})
 		fnErr = fn(tx)
 		return fnErr
@@ -560,7 +572,7 @@ func (c *ShardedClient) OnNewNode(fn func(rdb *goredis.Client)) {
 	defer c.mu.Unlock()
 	c.build.onNew = append(c.build.onNew, fn)
 	for _, sh := range c.shards.AllShards() {
-		fn(sh.Client)
+		onNode(sh.Client, fn)
 	}
 }
 
@@ -647,5 +659,6 @@ func (c *ShardedClient) ShardOptions() []*goredis.Options {
 
 // Close closes every shard's client and returns their errors joined.
 func (c *ShardedClient) Close() error {
-	return errors.Join(c.pubsub.Close(), c.shards.Close(), c.router.Close())
+	clusters := c.shards.AllShards()
+	return errors.Join(c.pubsub.Close(), c.shards.Close(), closeClusters(clusters), c.router.Close())
 }

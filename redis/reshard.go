@@ -121,24 +121,28 @@ func dropStale(ctx context.Context, v *view) error {
 		if v.Ejected(j) {
 			continue
 		}
-		client := v.Client(j)
-		for cursor, first := uint64(0), true; first || cursor != 0; first = false {
-			keys, next, err := client.Scan(ctx, cursor, "", 1000).Result()
-			if err != nil {
-				return v.Err(j, fmt.Errorf("BeginResharding: removing stale copies: %w", err))
-			}
-			var stale []string
-			for _, k := range keys {
-				if from, to, moved := v.Moved(k); moved && to == j && from != j {
-					stale = append(stale, k)
+		// Every server of the shard: one, or every master of a cluster.
+		err := eachServer(ctx, v.Client(j), func(ctx context.Context, client *goredis.Client) error {
+			for cursor, first := uint64(0), true; first || cursor != 0; first = false {
+				keys, next, err := client.Scan(ctx, cursor, "", 1000).Result()
+				if err != nil {
+					return err
 				}
-			}
-			if len(stale) > 0 {
-				if err := client.Unlink(ctx, stale...).Err(); err != nil {
-					return v.Err(j, fmt.Errorf("BeginResharding: removing stale copies: %w", err))
+				var stale []string
+				for _, k := range keys {
+					if from, to, moved := v.Moved(k); moved && to == j && from != j {
+						stale = append(stale, k)
+					}
 				}
+				if err := unlinkBySlot(ctx, client, stale); err != nil {
+					return err
+				}
+				cursor = next
 			}
-			cursor = next
+			return nil
+		})
+		if err != nil {
+			return v.Err(j, fmt.Errorf("BeginResharding: removing stale copies: %w", err))
 		}
 	}
 	return nil

@@ -1,0 +1,75 @@
+package integration_test
+
+import (
+	"errors"
+	"testing"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	shardedredis "github.com/shardedcache/shardedcache/redis"
+	"github.com/shardedcache/shardedcache/ring"
+)
+
+// Slot agrees with the server's CLUSTER KEYSLOT, at the edges of hash tags
+// too, where Jedis key tags differ.
+func TestClusterSlotMatchesServer(t *testing.T) {
+	cl := sharedCluster(t)
+	c := goredis.NewClient(&goredis.Options{Addr: cl.Nodes[0].Addr})
+	defer c.Close()
+	for _, key := range []string{"", "a", "foo", "{user:42}:name", "{user:42}:cart", "{}}x", "{}{x}", "{}", "{", "}{a}", "a{b}c{d}", "{{a}}", "\x00\xff{\r\n}"} {
+		want, err := c.ClusterKeySlot(ctx, key).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := shardedredis.Slot(key); int64(got) != want {
+			t.Errorf("Slot(%q) = %d, CLUSTER KEYSLOT = %d", key, got, want)
+		}
+	}
+}
+
+// During the window and after it, a command whose keys are in different
+// hash slots is refused before anything is sent (*CrossSlotError naming
+// the slots), inside transactions too; keys with one hash tag work.
+func TestClusterCrossSlotRefused(t *testing.T) {
+	m := newClusterMove(t, 100, ring.WithKeyTags())
+	for _, k := range []string{"{u1}a", "{u1}b", "x", "y"} {
+		if err := m.c.Set(ctx, k, k, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check := func(phase string) {
+		t.Helper()
+		var cs *shardedredis.CrossSlotError
+		err := m.c.MGet(ctx, "x", "y").Err()
+		if !errors.As(err, &cs) || !errors.Is(err, shardedredis.ErrCrossSlot) || len(cs.Slots) != 2 ||
+			cs.Slots[0] != min(shardedredis.Slot("x"), shardedredis.Slot("y")) || cs.Slots[1] != max(shardedredis.Slot("x"), shardedredis.Slot("y")) {
+			t.Fatalf("%s: MGET x y = %v; want a *CrossSlotError naming slots %d and %d", phase, err, shardedredis.Slot("x"), shardedredis.Slot("y"))
+		}
+		_, err = m.c.TxPipelined(ctx, func(p goredis.Pipeliner) error {
+			p.Incr(ctx, "{u1}n")
+			p.Incr(ctx, "x")
+			return nil
+		})
+		if !errors.As(err, &cs) || cs.Command != "multi" {
+			t.Fatalf("%s: MULTI INCR {u1}n INCR x EXEC = %v; want a *CrossSlotError", phase, err)
+		}
+		if n, _ := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: m.cluster.Addrs()}).Exists(ctx, "{u1}n").Result(); n != 0 {
+			t.Fatalf("%s: the refused transaction wrote {u1}n", phase)
+		}
+		if got, err := m.c.MGet(ctx, "{u1}a", "{u1}b").Result(); err != nil || got[0] != "{u1}a" || got[1] != "{u1}b" {
+			t.Fatalf("%s: MGET {u1}a {u1}b = %v, %v", phase, got, err)
+		}
+	}
+	if err := m.c.BeginClusterMove(m.clusterShard(false)); err != nil {
+		t.Fatal(err)
+	}
+	check("in the window")
+	mig, err := m.c.NewMigration(shardedredis.MigrateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := mig.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	check("after the move")
+}
