@@ -61,7 +61,11 @@ func startMiniMemcached(t testing.TB) *mcServer {
 
 // startRealMemcached starts `memcached -l 127.0.0.1 -p <free port> -U 0`
 // and waits until it accepts connections; the process is killed at cleanup.
-func startRealMemcached(t testing.TB) *mcServer {
+func startRealMemcached(t testing.TB) *mcServer { return startRealMemcachedWith(t) }
+
+// startRealMemcachedWith is startRealMemcached with more arguments for
+// memcached.
+func startRealMemcachedWith(t testing.TB, args ...string) *mcServer {
 	t.Helper()
 	path := memcachedPath(t)
 	var lastErr error
@@ -73,7 +77,7 @@ func startRealMemcached(t testing.TB) *mcServer {
 		addr := l.Addr().String()
 		l.Close()
 		_, port, _ := net.SplitHostPort(addr)
-		s, err := runMemcached(path, "tcp", addr, "-l", "127.0.0.1", "-p", port, "-U", "0")
+		s, err := runMemcached(path, "tcp", addr, append([]string{"-l", "127.0.0.1", "-p", port, "-U", "0"}, args...)...)
 		if err == nil {
 			t.Cleanup(s.stop)
 			return s

@@ -80,10 +80,8 @@ type Shard = shardedclient.Shard[*memcache.Client]
 type ShardedClient struct {
 	shards *shardedclient.Sharded[*memcache.Client]
 
-	// During resharding: the expiration of values copied to their new
-	// owner.
-	copyExpiration atomic.Int32
-	reshardMu      sync.Mutex // serializes BeginResharding
+	win       atomic.Pointer[window] // the resharding window (see BeginResharding)
+	reshardMu sync.Mutex             // serializes BeginResharding
 }
 
 // NewShardedClient builds a ShardedClient with one gomemcache client per
@@ -174,7 +172,9 @@ func newShardedClient(shards []Shard, h Health, opts []ring.Option) (*ShardedCli
 		return nil, err // ring's and shardedclient's errors carry their own prefix
 	}
 	c := &ShardedClient{shards: s}
-	s.SetMover(c.moveKeys)
+	s.SetMover(func(ctx context.Context, v *view, keys []shardedclient.MovingKey) error {
+		return c.moveKeys(ctx, v, nil, "", keys) // for GetShard
+	})
 	s.RememberMoved()
 	return c, nil
 }
@@ -235,7 +235,11 @@ func (c *ShardedClient) Shards() []Shard { return c.shards.AllShards() }
 func (c *ShardedClient) Ring() *ring.Ring { return c.shards.Ring() }
 
 // Close stops the health probes and retries, closes every shard client's
-// idle connections, and returns the errors joined, each a
-// *shardedclient.ShardError naming its shard. Calls made afterwards still
-// reconnect, as with gomemcache, but SetShards fails and health stops.
-func (c *ShardedClient) Close() error { return c.shards.Close() }
+// idle connections (and those of a resharding window), and returns the
+// errors joined, each a *shardedclient.ShardError naming its shard. Calls
+// made afterwards still reconnect, as with gomemcache, but SetShards fails
+// and health stops.
+func (c *ShardedClient) Close() error {
+	c.win.Load().close()
+	return c.shards.Close()
+}

@@ -37,7 +37,10 @@ func (c *ShardedClient) Get(key string) (*memcache.Item, error) {
 
 // GetContext is Get, failing with ctx.Err() if ctx ends first (see above).
 func (c *ShardedClient) GetContext(ctx context.Context, key string) (*memcache.Item, error) {
-	return onKey(ctx, c, key, func(m *memcache.Client) (*memcache.Item, error) { return m.Get(key) })
+	return onKey(ctx, c, "Get", key, func(m *memcache.Client, t casIDs) (*memcache.Item, error) {
+		it, err := m.Get(key)
+		return t.mark(it), err
+	})
 }
 
 // GetAndTouch gets the item for key and sets its expiration (memcached's
@@ -49,7 +52,10 @@ func (c *ShardedClient) GetAndTouch(key string, expiration int32) (*memcache.Ite
 // GetAndTouchContext is GetAndTouch, failing with ctx.Err() if ctx ends
 // first (see above).
 func (c *ShardedClient) GetAndTouchContext(ctx context.Context, key string, expiration int32) (*memcache.Item, error) {
-	return onKey(ctx, c, key, func(m *memcache.Client) (*memcache.Item, error) { return m.GetAndTouch(key, expiration) })
+	return onKey(ctx, c, "GetAndTouch", key, func(m *memcache.Client, t casIDs) (*memcache.Item, error) {
+		it, err := m.GetAndTouch(key, expiration)
+		return t.mark(it), err
+	})
 }
 
 // Set writes item, unconditionally, on the shard that owns item.Key.
@@ -59,7 +65,7 @@ func (c *ShardedClient) Set(item *memcache.Item) error {
 
 // SetContext is Set, failing with ctx.Err() if ctx ends first (see above).
 func (c *ShardedClient) SetContext(ctx context.Context, item *memcache.Item) error {
-	return onItem(ctx, c, item, (*memcache.Client).Set)
+	return onItem(ctx, c, "Set", item, (*memcache.Client).Set)
 }
 
 // Add writes item if its key holds no value; memcache.ErrNotStored if it does.
@@ -69,7 +75,7 @@ func (c *ShardedClient) Add(item *memcache.Item) error {
 
 // AddContext is Add, failing with ctx.Err() if ctx ends first (see above).
 func (c *ShardedClient) AddContext(ctx context.Context, item *memcache.Item) error {
-	return onItem(ctx, c, item, (*memcache.Client).Add)
+	return onItem(ctx, c, "Add", item, (*memcache.Client).Add)
 }
 
 // Replace writes item if its key holds a value; memcache.ErrNotStored if not.
@@ -80,7 +86,7 @@ func (c *ShardedClient) Replace(item *memcache.Item) error {
 // ReplaceContext is Replace, failing with ctx.Err() if ctx ends first (see
 // above).
 func (c *ShardedClient) ReplaceContext(ctx context.Context, item *memcache.Item) error {
-	return onItem(ctx, c, item, (*memcache.Client).Replace)
+	return onItem(ctx, c, "Replace", item, (*memcache.Client).Replace)
 }
 
 // Append appends item's value to the value of its key, if there is one;
@@ -92,7 +98,7 @@ func (c *ShardedClient) Append(item *memcache.Item) error {
 // AppendContext is Append, failing with ctx.Err() if ctx ends first (see
 // above).
 func (c *ShardedClient) AppendContext(ctx context.Context, item *memcache.Item) error {
-	return onItem(ctx, c, item, (*memcache.Client).Append)
+	return onItem(ctx, c, "Append", item, (*memcache.Client).Append)
 }
 
 // Prepend prepends item's value to the value of its key, if there is one;
@@ -104,12 +110,16 @@ func (c *ShardedClient) Prepend(item *memcache.Item) error {
 // PrependContext is Prepend, failing with ctx.Err() if ctx ends first (see
 // above).
 func (c *ShardedClient) PrependContext(ctx context.Context, item *memcache.Item) error {
-	return onItem(ctx, c, item, (*memcache.Client).Prepend)
+	return onItem(ctx, c, "Prepend", item, (*memcache.Client).Prepend)
 }
 
 // CompareAndSwap writes item, got earlier by Get, if its value was not
 // changed meanwhile: memcache.ErrCASConflict if it was, and the server's
 // answer (memcache.ErrNotStored or memcache.ErrCacheMiss) if it was evicted.
+// In a resharding window, for a key whose owner changes, it also fails with
+// memcache.ErrCASConflict, sending nothing, when item was not got in the
+// window through this client: its token is another server's (see
+// BeginResharding).
 func (c *ShardedClient) CompareAndSwap(item *memcache.Item) error {
 	return c.CompareAndSwapContext(context.Background(), item)
 }
@@ -117,7 +127,16 @@ func (c *ShardedClient) CompareAndSwap(item *memcache.Item) error {
 // CompareAndSwapContext is CompareAndSwap, failing with ctx.Err() if ctx
 // ends first (see above).
 func (c *ShardedClient) CompareAndSwapContext(ctx context.Context, item *memcache.Item) error {
-	return onItem(ctx, c, item, (*memcache.Client).CompareAndSwap)
+	_, err := onKey(ctx, c, "CompareAndSwap", item.Key, func(m *memcache.Client, t casIDs) (struct{}, error) {
+		id, ok := t.server(item.CasID)
+		if !ok {
+			return struct{}{}, memcache.ErrCASConflict
+		}
+		sent := *item
+		sent.CasID = id
+		return struct{}{}, m.CompareAndSwap(&sent)
+	})
+	return err
 }
 
 // Delete deletes key; memcache.ErrCacheMiss if it held nothing.
@@ -128,7 +147,7 @@ func (c *ShardedClient) Delete(key string) error {
 // DeleteContext is Delete, failing with ctx.Err() if ctx ends first (see
 // above).
 func (c *ShardedClient) DeleteContext(ctx context.Context, key string) error {
-	return onKeyErr(ctx, c, key, func(m *memcache.Client) error { return m.Delete(key) })
+	return onKeyErr(ctx, c, "Delete", key, func(m *memcache.Client) error { return m.Delete(key) })
 }
 
 // Touch sets the expiration of key (seconds from now, or a Unix time);
@@ -139,7 +158,7 @@ func (c *ShardedClient) Touch(key string, seconds int32) error {
 
 // TouchContext is Touch, failing with ctx.Err() if ctx ends first (see above).
 func (c *ShardedClient) TouchContext(ctx context.Context, key string, seconds int32) error {
-	return onKeyErr(ctx, c, key, func(m *memcache.Client) error { return m.Touch(key, seconds) })
+	return onKeyErr(ctx, c, "Touch", key, func(m *memcache.Client) error { return m.Touch(key, seconds) })
 }
 
 // Increment adds delta to the decimal value of key and returns the new
@@ -151,7 +170,7 @@ func (c *ShardedClient) Increment(key string, delta uint64) (uint64, error) {
 // IncrementContext is Increment, failing with ctx.Err() if ctx ends first
 // (see above).
 func (c *ShardedClient) IncrementContext(ctx context.Context, key string, delta uint64) (uint64, error) {
-	return onKey(ctx, c, key, func(m *memcache.Client) (uint64, error) { return m.Increment(key, delta) })
+	return onKey(ctx, c, "Increment", key, func(m *memcache.Client, _ casIDs) (uint64, error) { return m.Increment(key, delta) })
 }
 
 // Decrement subtracts delta from the decimal value of key, stopping at 0,
@@ -163,7 +182,7 @@ func (c *ShardedClient) Decrement(key string, delta uint64) (uint64, error) {
 // DecrementContext is Decrement, failing with ctx.Err() if ctx ends first
 // (see above).
 func (c *ShardedClient) DecrementContext(ctx context.Context, key string, delta uint64) (uint64, error) {
-	return onKey(ctx, c, key, func(m *memcache.Client) (uint64, error) { return m.Decrement(key, delta) })
+	return onKey(ctx, c, "Decrement", key, func(m *memcache.Client, _ casIDs) (uint64, error) { return m.Decrement(key, delta) })
 }
 
 // GetMulti gets many keys: it splits them by shard and asks the shards in
@@ -190,10 +209,13 @@ func (c *ShardedClient) GetMultiContext(ctx context.Context, keys []string) (map
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	v := c.shards.Acquire()
+	v, st := c.acquire()
 	var p shardedclient.Pending
 	for _, k := range keys {
 		v.Track(&p, k)
+	}
+	if len(p.Moving()) > 0 {
+		return c.getMultiMoving(ctx, v, st, &p, keys)
 	}
 	if err := v.Prepare(ctx, &p, nil); err != nil {
 		v.Release()
@@ -210,6 +232,11 @@ func (c *ShardedClient) GetMultiContext(ctx context.Context, keys []string) (map
 	items := make(map[string]*memcache.Item, len(keys))
 	for _, p := range parts {
 		maps.Copy(items, p)
+	}
+	if st != nil {
+		for k, it := range items {
+			it.CasID = st.casID(v, k, it.CasID)
+		}
 	}
 	return items, err
 }
@@ -252,13 +279,15 @@ func (c *ShardedClient) PingContext(ctx context.Context) error {
 // view is the snapshot of the shards that one call runs on.
 type view = shardedclient.View[*memcache.Client]
 
-// onKey runs op with the client of the shard that owns key: first
+// onKey runs op, the call name on key, with the client of the shard that
+// owns key and the marking of key's CAS tokens (see casMark): first
 // memcache.ErrMalformedKey, with nothing sent, for a key memcached refuses;
 // then ctx.Err() if ctx is done, or ctx.Err() in a ShardError naming the
-// shard if ctx ends before op returns; else op's result, its error passed
+// shard if ctx ends before op returns; in a resharding window, a *MoveError
+// if key could not move to its new owner; else op's result, its error passed
 // through finish. The call runs on one View, released when op returns (also
 // when ctx ended first).
-func onKey[T any](ctx context.Context, c *ShardedClient, key string, op func(*memcache.Client) (T, error)) (T, error) {
+func onKey[T any](ctx context.Context, c *ShardedClient, name, key string, op func(*memcache.Client, casIDs) (T, error)) (T, error) {
 	var zero T
 	if !legalKey(key) {
 		return zero, memcache.ErrMalformedKey
@@ -266,28 +295,29 @@ func onKey[T any](ctx context.Context, c *ShardedClient, key string, op func(*me
 	if err := ctx.Err(); err != nil {
 		return zero, err
 	}
-	v := c.shards.Acquire()
+	v, st := c.acquire()
 	var p shardedclient.Pending
 	i := v.Track(&p, key)
 	return withContext(ctx, func() (T, error) {
 		defer v.Release()
-		if err := v.Prepare(ctx, &p, nil); err != nil {
+		if err := v.Prepare(ctx, &p, c.mover(&p, st, name)); err != nil {
 			return zero, err
 		}
-		r, err := op(v.Client(i))
+		r, err := op(v.Client(i), casIDs{st, v, key})
 		return r, finish(v, i, err)
 	}, func(err error) error { return v.Err(i, err) })
 }
 
-// onKeyErr is onKey for calls that return only an error.
-func onKeyErr(ctx context.Context, c *ShardedClient, key string, op func(*memcache.Client) error) error {
-	_, err := onKey(ctx, c, key, func(m *memcache.Client) (struct{}, error) { return struct{}{}, op(m) })
+// onKeyErr is onKey for calls that return only an error and hand out no
+// CAS token.
+func onKeyErr(ctx context.Context, c *ShardedClient, name, key string, op func(*memcache.Client) error) error {
+	_, err := onKey(ctx, c, name, key, func(m *memcache.Client, _ casIDs) (struct{}, error) { return struct{}{}, op(m) })
 	return err
 }
 
 // onItem is onKeyErr for the storage calls, keyed by item.Key.
-func onItem(ctx context.Context, c *ShardedClient, item *memcache.Item, op func(*memcache.Client, *memcache.Item) error) error {
-	return onKeyErr(ctx, c, item.Key, func(m *memcache.Client) error { return op(m, item) })
+func onItem(ctx context.Context, c *ShardedClient, name string, item *memcache.Item, op func(*memcache.Client, *memcache.Item) error) error {
+	return onKeyErr(ctx, c, name, item.Key, func(m *memcache.Client) error { return op(m, item) })
 }
 
 // onEveryShard runs op on every shard, in parallel.
