@@ -262,21 +262,21 @@ func (m *mcModel) getMulti(keys []string) {
 			want[k] = v
 		}
 	}
+	what := fmt.Sprint(keys)
 	if len(keys) == len(m.keys) {
-		m.tr.logf("GetMulti of every key")
-	} else {
-		m.tr.logf("GetMulti %v", keys)
+		what = "of every key"
 	}
+	m.tr.logf("GetMulti %s", what)
 	items, err := m.c.GetMulti(keys)
 	if err != nil {
-		m.fatalf("GetMulti: %v", err)
+		m.fatalf("GetMulti %s: %v", what, err)
 	}
 	got := map[string]string{}
 	for k, it := range items {
 		got[k] = string(it.Value)
 	}
 	if !maps.Equal(got, want) {
-		m.fatalf("GetMulti %v:%s", keys, diffStores(got, want))
+		m.fatalf("GetMulti %s:%s", what, diffStores(got, want))
 	}
 }
 
