@@ -27,6 +27,7 @@ type Node struct {
 	Addr   string // "127.0.0.1:<port>"
 	dir    string // its working directory: nodes.conf and its log
 	bin    string
+	plain  bool // a standalone server, not a cluster node
 	cmd    *exec.Cmd
 	exited chan struct{}
 }
@@ -48,11 +49,36 @@ var ErrNoBinaries = errors.New("redis-server and redis-cli are needed in PATH (D
 // replica of an unreachable master takes over). On error every node
 // started is stopped.
 func Start(ctx context.Context, masters, replicas int, nodeTimeout time.Duration) (*Cluster, error) {
-	bin, err := exec.LookPath("redis-server")
+	cli, err := exec.LookPath("redis-cli")
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrNoBinaries, err)
 	}
-	cli, err := exec.LookPath("redis-cli")
+	c, err := startNodes(ctx, masters*(1+replicas), false, nodeTimeout)
+	if err != nil {
+		return nil, err
+	}
+	args := append([]string{"--cluster", "create"}, c.Addrs()...)
+	args = append(args, "--cluster-replicas", strconv.Itoa(replicas), "--cluster-yes")
+	if out, err := exec.CommandContext(ctx, cli, args...).CombinedOutput(); err != nil {
+		c.Stop()
+		return nil, fmt.Errorf("redis-cli --cluster create: %v: %s", err, out)
+	}
+	if err := c.Wait(ctx); err != nil {
+		c.Stop()
+		return nil, err
+	}
+	return c, nil
+}
+
+// StartServers starts n standalone redis-servers (no cluster), as the
+// Nodes of the returned Cluster value: Stop stops them.
+func StartServers(ctx context.Context, n int) (*Cluster, error) {
+	return startNodes(ctx, n, true, 0)
+}
+
+// startNodes starts n redis-servers under a new temporary directory.
+func startNodes(ctx context.Context, count int, plain bool, nodeTimeout time.Duration) (*Cluster, error) {
+	bin, err := exec.LookPath("redis-server")
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrNoBinaries, err)
 	}
@@ -61,9 +87,8 @@ func Start(ctx context.Context, masters, replicas int, nodeTimeout time.Duration
 		return nil, err
 	}
 	c := &Cluster{dir: dir}
-	args := []string{"--cluster", "create"}
-	for i := range masters * (1 + replicas) {
-		n := &Node{dir: filepath.Join(dir, strconv.Itoa(i)), bin: bin}
+	for i := range count {
+		n := &Node{dir: filepath.Join(dir, strconv.Itoa(i)), bin: bin, plain: plain}
 		if err := os.Mkdir(n.dir, 0o755); err != nil {
 			c.Stop()
 			return nil, err
@@ -77,16 +102,6 @@ func Start(ctx context.Context, masters, replicas int, nodeTimeout time.Duration
 			return nil, err
 		}
 		c.Nodes = append(c.Nodes, n)
-		args = append(args, n.Addr)
-	}
-	args = append(args, "--cluster-replicas", strconv.Itoa(replicas), "--cluster-yes")
-	if out, err := exec.CommandContext(ctx, cli, args...).CombinedOutput(); err != nil {
-		c.Stop()
-		return nil, fmt.Errorf("redis-cli --cluster create: %v: %s", err, out)
-	}
-	if err := c.Wait(ctx); err != nil {
-		c.Stop()
-		return nil, err
 	}
 	return c, nil
 }
@@ -103,10 +118,13 @@ func freeAddr() (string, error) {
 // start runs n's redis-server and waits until it answers PING.
 func (n *Node) start(ctx context.Context, nodeTimeout time.Duration) error {
 	_, port, _ := net.SplitHostPort(n.Addr)
-	n.cmd = exec.Command(n.bin, "--port", port, "--bind", "127.0.0.1", "--daemonize", "no",
-		"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-		"--cluster-node-timeout", strconv.FormatInt(nodeTimeout.Milliseconds(), 10),
-		"--save", "", "--appendonly", "no", "--dir", n.dir, "--logfile", "redis.log")
+	args := []string{"--port", port, "--bind", "127.0.0.1", "--daemonize", "no",
+		"--save", "", "--appendonly", "no", "--dir", n.dir, "--logfile", "redis.log"}
+	if !n.plain {
+		args = append(args, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+			"--cluster-node-timeout", strconv.FormatInt(nodeTimeout.Milliseconds(), 10))
+	}
+	n.cmd = exec.Command(n.bin, args...)
 	n.exited = make(chan struct{})
 	if err := n.cmd.Start(); err != nil {
 		return err
