@@ -157,8 +157,8 @@ func (m *clusterMove) check(t *testing.T, written map[string][2]string) {
 		}
 	}
 	for k, w := range written {
-		if got := cc.Get(ctx, k).Val(); got != w[0] && got != w[1] {
-			bad = append(bad, fmt.Sprintf("%s = %q, want %q (or %q, its write failed)", k, got, w[0], w[1]))
+		if got, err := cc.Get(ctx, k).Result(); got != w[0] && got != w[1] {
+			bad = append(bad, fmt.Sprintf("%s = %q (%v), want %q (or %q, its write failed)", k, got, err, w[0], w[1]))
 		}
 	}
 	if len(bad) > 0 {

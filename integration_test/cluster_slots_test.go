@@ -73,3 +73,16 @@ func TestClusterCrossSlotRefused(t *testing.T) {
 	}
 	check("after the move")
 }
+
+// The key tags of Jedis and the hash tags of Redis Cluster differ at the
+// edges that Slot's documentation names.
+func TestClusterTagEdges(t *testing.T) {
+	for key, want := range map[string]string{"{}}x": "}", "{}{x}": "}{x", "{a}b": "a"} {
+		if tag, _ := ring.KeyTag(key); tag != want {
+			t.Errorf("ring.KeyTag(%q) = %q, want %q", key, tag, want)
+		}
+	}
+	if shardedredis.Slot("{}}x") == shardedredis.Slot("{}}y") {
+		t.Error(`Slot("{}}x") = Slot("{}}y"): Redis Cluster gives them no common tag`)
+	}
+}

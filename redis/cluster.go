@@ -457,7 +457,7 @@ func (e *ReplicationError) Error() string {
 // the first '{' and the first '}' after it, when that is not empty; else
 // the whole key. Redis Cluster's rule differs from Jedis's key tags
 // (ring.KeyTag) at the edges: "{}}x" has no tag here (Jedis: "}"), and
-// "{}{x}" has none here (Jedis: "x").
+// "{}{x}" has none here (Jedis: "}{x").
 func Slot(key string) int {
 	if open := strings.IndexByte(key, '{'); open >= 0 {
 		if end := strings.IndexByte(key[open+1:], '}'); end > 0 {
