@@ -23,6 +23,12 @@ var scriptingEntries = []entry{
 		s, k := pick(g, roScripts), g.key(pick(g, families))
 		return one(k, func(c client) goredis.Cmder { return c.EvalShaRO(ctx, sha(s), []string{k}) })
 	}},
+	{3, false, func(g *gen) op {
+		// A keyless script runs on any one shard, by Redis's rule for
+		// clients; its text is not one that EVALSHA uses.
+		n := g.intn(0, 99)
+		return op{run: func(c client) goredis.Cmder { return c.Eval(ctx, "return tonumber(ARGV[1]) * 2", nil, n) }}
+	}},
 	{6, false, func(g *gen) op {
 		s := pick(g, allScripts())
 		return op{run: func(c client) goredis.Cmder { return c.ScriptLoad(ctx, s) }}

@@ -72,7 +72,7 @@ func TestUnsupportedCommands(t *testing.T) {
 	defer c.Close()
 	ctx := context.Background()
 	for name, err := range map[string]error{
-		"echo":      c.Echo(ctx, "hi").Err(),
+		"select":    c.Do(ctx, "select", 1).Err(),
 		"nosuchcmd": c.Do(ctx, "nosuchcmd", "k").Err(),
 		"sort":      c.SortRO(ctx, "k", &goredis.Sort{By: "w_*"}).Err(),
 		"info":      c.Info(ctx).Err(),

@@ -15,8 +15,11 @@
 //
 // # Where a command runs
 //
-// Every command is classified by Redis's own command table (COMMAND INFO of
-// Redis 7: key specifications and request/response policies):
+// Every command is classified by Redis's own command table (key
+// specifications and request/response policies of Redis 7.0's COMMAND INFO,
+// and of Redis's command specs for every later command go-redis sends,
+// module commands included), following Redis's rule for clients of a
+// sharded deployment:
 //
 //   - a command whose keys are all on one shard runs on that shard;
 //   - a multi-key command that Redis marks multi_shard (MGET, MSET, DEL,
@@ -42,11 +45,21 @@
 //   - PUBLISH and SPUBLISH go to the shard of the channel; Subscribe and
 //     SSubscribe subscribe on each channel's shard, PSubscribe on every
 //     shard, and one *redis.PubSub delivers every message;
-//   - other keyless commands (INFO, CONFIG GET, ECHO, CLIENT ...), commands
-//     whose keys cannot be known from their arguments, and fan-outs whose
-//     replies cannot be merged into the go-redis result type fail with an
-//     *UnsupportedError (errors.Is(err, ErrUnsupported)) before anything is
-//     sent; ForEachShard runs anything on every shard;
+//   - a keyless command that Redis gives no request policy (ECHO, TIME,
+//     LASTSAVE, CONFIG GET, CLIENT LIST, EVAL and FCALL with no keys, ...)
+//     runs on any one shard: the first live one;
+//   - what has no sharded meaning fails with an *UnsupportedError
+//     (errors.Is(err, ErrUnsupported)) before anything is sent, saying what
+//     to use instead: connection state (SELECT, AUTH, HELLO, CLIENT
+//     SETNAME, CLIENT TRACKING: set them in the shards' Options),
+//     transactions and subscriptions through Do (TxPipelined, Watch,
+//     Subscribe), reports of one server that do not merge (INFO, SLOWLOG
+//     GET, LATENCY, MEMORY STATS), administration of one server (SHUTDOWN,
+//     BGSAVE, REPLICAOF, CLIENT KILL, ...), CLUSTER, the FT (search) family,
+//     TS.MGET and TS.MRANGE; and a command whose keys cannot be known from
+//     its arguments. Typed methods and Do agree on every command: a command
+//     runs on several shards only when its merge fits the go-redis result
+//     type. ForEachShard runs anything on every shard;
 //   - pipelines run one pipeline per shard, in parallel, with results in call
 //     order; TxPipeline and Watch run on one shard, and the *redis.Tx of
 //     Watch refuses commands for other shards' keys (*CrossShardError) and
@@ -67,8 +80,8 @@
 // write (MSET, DEL, FLUSHDB) that fails on one shard may have been applied on
 // the others; the error names the shard that failed.
 //
-// The command table is Redis 7.0.15's; commands that Redis added later are
-// refused with an *UnsupportedError until the table covers them.
+// Every method of redis.Cmdable (go-redis v9.23) is in the table (see
+// redis/internal/commands for its sources).
 //
 // # Server state
 //

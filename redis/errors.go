@@ -38,11 +38,17 @@ func (e *CrossShardError) Is(target error) bool { return target == ErrCrossShard
 type UnsupportedError struct {
 	Command string // the command, lower case
 	Reason  string
+	// Instead says what to use instead; empty means ForEachShard or
+	// GetShard, to run the command on chosen shards.
+	Instead string
 }
 
 func (e *UnsupportedError) Error() string {
-	return fmt.Sprintf("shardedcache: %s: %s; use ForEachShard or GetShard to run it on chosen shards",
-		e.Command, e.Reason)
+	instead := e.Instead
+	if instead == "" {
+		instead = "use ForEachShard or GetShard to run it on chosen shards"
+	}
+	return fmt.Sprintf("shardedcache: %s: %s; %s", e.Command, e.Reason, instead)
 }
 
 // Is reports whether target is ErrUnsupported.

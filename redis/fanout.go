@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -259,13 +260,19 @@ func setVal(cmd goredis.Cmder, v any) error {
 			cmd.SetVal(n)
 			return nil
 		}
+		if s, ok := v.(string); ok { // go-redis reads an integer from a string reply too
+			if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+				cmd.SetVal(n)
+				return nil
+			}
+		}
 	case *goredis.StatusCmd:
-		if s, ok := v.(string); ok {
+		if s, ok := asString(v); ok {
 			cmd.SetVal(s)
 			return nil
 		}
 	case *goredis.StringCmd:
-		if s, ok := v.(string); ok {
+		if s, ok := asString(v); ok {
 			cmd.SetVal(s)
 			return nil
 		}
@@ -298,4 +305,17 @@ func setVal(cmd goredis.Cmder, v any) error {
 		}
 	}
 	return fmt.Errorf("shardedcache: %s: cannot store a merged %T reply in a %T", cmd.Name(), v, cmd)
+}
+
+// asString returns a reply for a status or string command: a string, or an
+// integer in decimal, as go-redis reads an integer reply into a string
+// (LATENCY RESET's count into a *redis.StatusCmd).
+func asString(v any) (string, bool) {
+	switch v := v.(type) {
+	case string:
+		return v, true
+	case int64:
+		return strconv.FormatInt(v, 10), true
+	}
+	return "", false
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -13,9 +14,6 @@ import (
 	"github.com/shardedcache/shardedcache/redis/internal/commands"
 	"github.com/shardedcache/shardedcache/shardedclient"
 )
-
-// fanOut is the shard of a command that runs on several shards.
-const fanOut = -1
 
 // hook receives every command and pipeline that the router client builds,
 // and runs them on the shards instead of on the router's own connection.
@@ -103,6 +101,7 @@ type view = shardedclient.View[*goredis.Client]
 // keys, into ks.
 func keysOf(v *view, cmd goredis.Cmder, ks *keyShards) error {
 	args := cmd.Args()
+	ks.info = nil
 	info, err := commands.Lookup(args)
 	if err != nil {
 		return &UnsupportedError{Command: cmd.Name(), Reason: err.Error()}
@@ -114,13 +113,22 @@ func keysOf(v *view, cmd goredis.Cmder, ks *keyShards) error {
 	return ks.err
 }
 
-// route finds where cmd runs: r.shard is its shard, or fanOut when it runs
-// on several (r.info is then its table entry); r.pending gathers what its
-// keys need first during and after resharding (see View.Prepare), across
-// the commands of a pipeline routed into the same r. r is the caller's, so
-// that the hot path copies nothing.
+// route finds where cmd runs, by Redis's rule for clients of a sharded
+// deployment: r.shard is the shard of its keys; noKeys for a keyless command
+// that Redis gives no request policy (ECHO, TIME, EVAL with no keys, ...),
+// which runs on any one shard (see anyShard); or fanOut when it runs on
+// several, all_shards or multi_shard (r.info is its table entry).
+// r.pending gathers what its keys need first during and after resharding
+// (see View.Prepare), across the commands of a pipeline routed into the
+// same r. r is the caller's, so that the hot path copies nothing. A command
+// that the table refuses, or whose replies cannot be merged into its
+// go-redis type, is an *UnsupportedError.
 func route(v *view, cmd goredis.Cmder, r *keyShards) error {
-	if err := keysOf(v, cmd, r); err != nil {
+	err := keysOf(v, cmd, r)
+	if r.info != nil && r.info.Refused != "" {
+		return refusal(r.info, cmd)
+	}
+	if err != nil {
 		return err
 	}
 	switch info := r.info; {
@@ -130,10 +138,33 @@ func route(v *view, cmd goredis.Cmder, r *keyShards) error {
 		r.shard == manyShard && info.Request == commands.MultiShard:
 		r.shard = fanOut
 		return fanOutOf(info, cmd)
+	case r.shard == noKeys && info.Request == commands.Special:
+		return &UnsupportedError{Command: info.Name, Reason: "it walks or samples every shard, which only its typed method does", Instead: "use Scan, ScanIterator or RandomKey"}
 	case r.shard == noKeys:
-		return &UnsupportedError{Command: info.Name, Reason: "a command without keys has no shard"}
+		return nil
 	}
 	return crossShard(v, r.info.Name, r.all)
+}
+
+// refusal is the *UnsupportedError of a command that the table refuses.
+func refusal(info *commands.Info, cmd goredis.Cmder) error {
+	name := info.Name
+	if strings.HasSuffix(name, ".") { // a family: name the command
+		name = cmd.Name()
+	}
+	return &UnsupportedError{Command: name, Reason: info.Refused, Instead: info.Instead}
+}
+
+// anyShard is the shard of a keyless command that runs on any one shard: the
+// first live one, so that such commands see one server while the shard
+// list stays.
+func anyShard(v *view) int {
+	for i := range v.Len() {
+		if !v.Ejected(i) {
+			return i
+		}
+	}
+	return 0
 }
 
 // fanOutOf accepts a command that runs on several shards when its replies
@@ -143,11 +174,9 @@ func fanOutOf(info *commands.Info, cmd goredis.Cmder) error {
 	switch r := info.Response; cmd.(type) {
 	case *goredis.Cmd:
 		ok = r != commands.SpecialResponse
-	case *goredis.IntCmd:
+	case *goredis.IntCmd, *goredis.StatusCmd, *goredis.StringCmd: // see setVal
 		ok = r == commands.AggSum || r == commands.AggMin || r == commands.AggMax ||
 			r == commands.AllSucceeded || r == commands.OneSucceeded
-	case *goredis.StatusCmd, *goredis.StringCmd:
-		ok = r == commands.AllSucceeded || r == commands.OneSucceeded
 	case *goredis.SliceCmd, *goredis.StringSliceCmd:
 		ok = r == commands.Default
 	case *goredis.BoolSliceCmd:
@@ -163,6 +192,7 @@ func fanOutOf(info *commands.Info, cmd goredis.Cmder) error {
 const (
 	noKeys    = -1
 	manyShard = -2
+	fanOut    = -3 // set by route: the command runs on several shards
 )
 
 // keyShards finds the shard that owns all of a command's keys, fed one
@@ -271,6 +301,9 @@ func (c *ShardedClient) process(ctx context.Context, cmd goredis.Cmder) error {
 	if err := v.Prepare(ctx, &r.pending, nil); err != nil {
 		return err
 	}
+	if r.shard == noKeys {
+		r.shard = anyShard(v)
+	}
 	if r.shard >= 0 {
 		return v.Finish(ctx, r.shard, v.Client(r.shard).Process(ctx, cmd))
 	}
@@ -299,6 +332,9 @@ func (c *ShardedClient) processPipeline(ctx context.Context, cmds []goredis.Cmde
 	var r keyShards
 	for _, cmd := range cmds {
 		err := route(v, cmd, &r)
+		if r.shard == noKeys {
+			r.shard = anyShard(v)
+		}
 		switch {
 		case err != nil:
 			cmd.SetErr(err)
@@ -340,10 +376,15 @@ func (c *ShardedClient) processTx(ctx context.Context, cmds []goredis.Cmder) err
 		if err != nil {
 			return setErrs(inner, err)
 		}
-		acc.addShard(r.shard)
+		if r.shard != noKeys { // a keyless command of one server runs on the transaction's
+			acc.addShard(r.shard)
+		}
 	}
-	if acc.shard == manyShard {
+	switch acc.shard {
+	case manyShard:
 		return setErrs(inner, crossShard(v, "multi", acc.all))
+	case noKeys:
+		acc.shard = anyShard(v)
 	}
 	if err := v.Prepare(ctx, &r.pending, nil); err != nil {
 		return setErrs(inner, err)

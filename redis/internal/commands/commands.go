@@ -107,7 +107,7 @@ func Lookup(args []any) (*Info, error) {
 	switch {
 	case info == nil:
 		return nil, fmt.Errorf("%w command %q", ErrUnknown, name)
-	case info.subs == nil || info.Refused != "":
+	case info.subs == nil || info.Refused != "", len(args) == 1 && info.Arity == -1: // COMMAND alone
 		return info, nil
 	case len(args) < 2:
 		return nil, fmt.Errorf("command %q needs a subcommand", name)

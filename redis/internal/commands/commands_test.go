@@ -92,6 +92,7 @@ func TestKeyPositions(t *testing.T) {
 		{[]any{"vrange", "vs", "-", "+", 10}, []string{"vs"}},
 		{[]any{"pubsub", "numsub", "c1", "c2"}, []string{"c1", "c2"}},
 		{[]any{"pubsub", "numsub"}, nil},
+		{[]any{"zrank", "z", "m", "withscore"}, []string{"z"}},
 	}
 	for _, c := range cases {
 		got, err := keysOf(t, c.args...)
@@ -142,12 +143,12 @@ func TestPolicies(t *testing.T) {
 		{"mget", MultiShard, Default},
 		{"mset", MultiShard, AllSucceeded},
 		{"del", MultiShard, AggSum},
-		{"msetnx", ByKeys, Default}, // our override
+		{"msetnx", ByKeys, Default}, // Redis's since 7.2 (7.0: multi_shard)
 		{"dbsize", AllShards, AggSum},
 		{"ping", AllShards, AllSucceeded},
 		{"flushdb", AllShards, AllSucceeded},
 		{"keys", AllShards, Default},
-		{"scan", Special, Default},
+		{"scan", Special, SpecialResponse},
 		{"get", ByKeys, Default},
 	}
 	for _, c := range cases {
@@ -188,9 +189,13 @@ func TestSources(t *testing.T) {
 	if info.Source != "redis/redis@769babcbaa60df4ff5869f8978a0841998ef609a:src/commands/hgetex.json" {
 		t.Errorf("HGETEX source %q", info.Source)
 	}
-	info, _ = Lookup([]any{"msetnx", "a", "1"})
-	if info.Source != "redis-7.0.15-command.json; decisions.go: all keys on one shard, as it sets all or none" {
-		t.Errorf("MSETNX source %q", info.Source)
+	info, _ = Lookup([]any{"zrank", "z", "m", "withscore"})
+	if info.Source != "redis-7.0.15-command.json; updated by redis/redis@4f8cdc2a1ea53e42955af758aabffee67cb455dd:src/commands/zrank.json" || info.Arity != -3 {
+		t.Errorf("ZRANK source %q, arity %d", info.Source, info.Arity)
+	}
+	info, _ = Lookup([]any{"msetex", 1, "a", "1"})
+	if info.Source != "redis/redis@06b30e20389c7e9ad19fd448cbbaf1984d165804:src/commands/msetex.json; decisions.go: all keys on one shard, as it sets all or none" {
+		t.Errorf("MSETEX source %q", info.Source)
 	}
 }
 
@@ -274,8 +279,10 @@ func TestNewPolicies(t *testing.T) {
 		{[]any{"msetex", 1, "a", "1"}, ByKeys, Default}, // Redis: multi_shard, all_succeeded
 		{[]any{"pubsub", "channels"}, AllShards, Default},
 		{[]any{"ts.queryindex", "a=b"}, AllShards, Default},
-		{[]any{"randomkey"}, Special, Default},
-		{[]any{"latency", "reset"}, AllShards, AllSucceeded},
+		{[]any{"randomkey"}, Special, SpecialResponse},
+		{[]any{"latency", "reset"}, AllShards, AggSum},
+		{[]any{"acl", "setuser", "u"}, AllShards, AllSucceeded},
+		{[]any{"config", "rewrite"}, AllShards, AllSucceeded},
 		{[]any{"echo", "x"}, ByKeys, Default},
 	}
 	for _, c := range cases {

@@ -11,10 +11,11 @@ type decision struct {
 }
 
 var decisions = []decision{
-	// MSETNX, and MSETEX with NX or XX, set all their keys or none. Redis
-	// tips them multi_shard, but split across shards they could set some
-	// keys and not others (and MSETEX's numkeys would not fit the parts).
-	{label: "all keys on one shard, as it sets all or none", names: []string{"msetnx", "msetex"}, apply: byKeys},
+	// MSETEX with NX or XX sets all its keys or none. Redis tips it
+	// multi_shard, but split across shards it could set some keys and not
+	// others (and its numkeys would not fit the parts). Redis dropped the
+	// same tip from MSETNX after 7.0.
+	{label: "all keys on one shard, as it sets all or none", names: []string{"msetex"}, apply: byKeys},
 	// PUBLISH has no key in Redis's table: its channel routes it, as
 	// SPUBLISH's does, so that a message reaches the channel's shard, where
 	// the sharded client subscribes to it. PUBSUB NUMSUB counts the
@@ -93,11 +94,12 @@ var decisions = []decision{
 	// Administration of one server. Redis gives them no request policy, so
 	// they would run on an arbitrary shard and act on that shard alone.
 	{label: "refused: administration of one server", names: []string{
-		"shutdown", "replicaof", "slaveof", "failover", "debug", "bgsave", "save", "bgrewriteaof", "swapdb",
-		"config|rewrite", "config|resetstat", "module|load", "module|loadex", "module|unload",
-		"acl|setuser", "acl|deluser", "acl|load", "acl|save",
+		"shutdown", "replicaof", "slaveof", "failover", "bgsave", "save", "bgrewriteaof", "swapdb",
+		"module|load", "module|loadex", "module|unload", "acl|load",
 		"client|kill", "client|pause", "client|unpause", "client|unblock",
 	}, apply: refuse("it acts on one server, and Redis names no shard for it", "")},
+	{label: "refused: administration of one server", names: []string{"debug"},
+		apply: refuse("it acts on one server, and Redis names no shard for it", "run it on a shard's client (GetShard(key) for DEBUG OBJECT key)")},
 
 	// Modules.
 	{label: "refused: FT (search) family", names: []string{"ft."},

@@ -10,7 +10,10 @@
 //     has (see README.md);
 //   - redis-src-commands.json: the arity, tips and key specifications of the
 //     commands added since, copied from src/commands/*.json of redis/redis,
-//     each with the commit and file it comes from;
+//     each with the commit and file it comes from; and of the Redis 7.0
+//     commands whose spec changed since in what the table holds (ZRANK's
+//     arity with WITHSCORE, ACL SETUSER tipped all_nodes, ...), which the
+//     newer spec updates;
 //   - modules.json: the same for the module commands that go-redis sends
 //     (RedisJSON, RedisTimeSeries, vector sets), from each module's source;
 //   - decisions.go (in this directory): what a sharded client does
@@ -30,6 +33,9 @@ import (
 	"slices"
 	"strings"
 )
+
+// commandReply is the capture of COMMAND, Redis 7.0.15's table.
+const commandReply = "redis-7.0.15-command.json"
 
 // entry is one command, subcommand or refused family, as table.go writes it.
 type entry struct {
@@ -93,7 +99,7 @@ func main() {
 // generate reads the inputs and returns table.go.
 func generate() ([]byte, error) {
 	t := table{}
-	if err := t.readCommandReply("redis-7.0.15-command.json"); err != nil {
+	if err := t.readCommandReply(commandReply); err != nil {
 		return nil, err
 	}
 	for _, f := range []string{"redis-src-commands.json", "modules.json"} {
@@ -322,6 +328,11 @@ func (t table) readSpecs(file string) error {
 		e, err := se.entry()
 		if err != nil {
 			return fmt.Errorf("%s: %s: %v", file, se.Name, err)
+		}
+		if old := t.find(e.name); old != nil && old.source == commandReply {
+			old.arity, old.request, old.response, old.specs = e.arity, e.request, e.response, e.specs
+			old.source += "; updated by " + e.source
+			continue
 		}
 		if err := t.add(e); err != nil {
 			return err
