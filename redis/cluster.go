@@ -14,6 +14,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/shardedcache/shardedcache/redis/internal/commands"
+	"github.com/shardedcache/shardedcache/ring"
 )
 
 // A Redis Cluster as one shard of the ring. Its shard client is a
@@ -459,34 +460,9 @@ func (e *ReplicationError) Error() string {
 // (ring.KeyTag) at the edges: "{}}x" has no tag here (Jedis: "}"), and
 // "{}{x}" has none here (Jedis: "}{x").
 func Slot(key string) int {
-	if open := strings.IndexByte(key, '{'); open >= 0 {
-		if end := strings.IndexByte(key[open+1:], '}'); end > 0 {
-			key = key[open+1 : open+1+end]
-		}
-	}
-	var crc uint16
-	for i := 0; i < len(key); i++ {
-		crc = crc<<8 ^ crc16Table[byte(crc>>8)^key[i]]
-	}
-	return int(crc & 16383)
+	// CRC16Twemproxy's low 16 bits are CRC-16/XMODEM, Redis Cluster's CRC16.
+	return int(ring.CRC16Twemproxy([]byte(ring.ClusterHashTag(key))) & 16383)
 }
-
-// crc16Table is CRC16-CCITT (XMODEM: polynomial 0x1021, initial 0), the
-// checksum of Redis Cluster's key slots, a byte at a time.
-var crc16Table = func() (t [256]uint16) {
-	for i := range t {
-		crc := uint16(i) << 8
-		for range 8 {
-			if crc&0x8000 != 0 {
-				crc = crc<<1 ^ 0x1021
-			} else {
-				crc <<= 1
-			}
-		}
-		t[i] = crc
-	}
-	return t
-}()
 
 // BeginClusterMove opens a resharding window (see BeginResharding) whose
 // new shard list is one shard, the Redis Cluster of cs: every key's new

@@ -64,6 +64,15 @@ func isLineTerminator(r rune) bool {
 	return false
 }
 
+// ClusterHashTag returns the part of key that Redis Cluster hashes into its
+// slot: the text between the first '{' and the first '}' after it, when
+// that text is not empty; else the whole key. It is twemproxy's hash_tag
+// "{}" and go-redis Ring's rule too, and differs from Jedis's KeyTag at the
+// edges ("{}}x": none here, "}" for Jedis). It allocates nothing.
+func ClusterHashTag(key string) string { return clusterTags.pair(key) }
+
+var clusterTags = tagRule{kind: tagPair, open: '{', close: '}'}
+
 // tagRule is which part of a key a ring hashes.
 type tagRule struct {
 	kind        tagKind

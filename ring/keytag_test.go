@@ -183,3 +183,22 @@ func FuzzLocate(f *testing.F) {
 		}
 	})
 }
+
+// ClusterHashTag follows Redis Cluster's rule (cluster.c keyHashSlot): the
+// text between the first '{' and the first '}' after it, unless empty.
+func TestClusterHashTag(t *testing.T) {
+	for key, want := range map[string]string{
+		"user:{42}:name": "42",
+		"{a}{b}":         "a",
+		"{}}x":           "{}}x",
+		"{}{x}":          "{}{x}",
+		"x{":             "x{",
+		"}{y}":           "y",
+		"{{y}}":          "{y",
+		"":               "",
+	} {
+		if got := ClusterHashTag(key); got != want {
+			t.Errorf("ClusterHashTag(%q) = %q, want %q", key, got, want)
+		}
+	}
+}
