@@ -529,7 +529,8 @@ func (c *ShardedClient) Watch(ctx context.Context, fn func(*goredis.Tx) error, k
 }
 
 // ForEachShard calls fn with every shard's client, in parallel, and returns
-// the errors joined, each a *shardedclient.ShardError naming its shard.
+// a *shardedclient.MultiShardError (Op "ForEachShard") naming each shard
+// whose fn failed, or nil.
 // Inside a resharding window it returns ErrReshardingWindow and calls
 // nothing: a raw shard client could write keys that have not moved yet.
 func (c *ShardedClient) ForEachShard(ctx context.Context, fn func(ctx context.Context, client *goredis.Client) error) error {
@@ -539,12 +540,14 @@ func (c *ShardedClient) ForEachShard(ctx context.Context, fn func(ctx context.Co
 		return ErrReshardingWindow
 	}
 	errs := make([]error, v.Len())
+	all := make([]int, v.Len())
 	var wg sync.WaitGroup
 	for i := range v.Len() {
-		wg.Go(func() { errs[i] = v.Err(i, fn(ctx, v.Client(i))) })
+		all[i] = i
+		wg.Go(func() { errs[i] = fn(ctx, v.Client(i)) })
 	}
 	wg.Wait()
-	return errors.Join(errs...)
+	return v.MultiErr("ForEachShard", all, errs)
 }
 
 // AddHook adds hook to the client of every shard, now and later: to those
