@@ -79,6 +79,7 @@ var argsFor = map[string][]any{
 	"MSetNX":                 {"k", "v"},
 	"MSetEX":                 {goredis.MSetEXArgs{}, "k", "v"},
 	"TopKIncrBy":             {"k", "item", 1},
+	"TSMAdd":                 {[][]any{{"k", 1, 2.5}}},
 	"XAdd":                   {&goredis.XAddArgs{Stream: "k", Values: []string{"f", "v"}}},
 	"XClaim":                 {&goredis.XClaimArgs{Stream: "k", Group: "g", Consumer: "c", Messages: []string{"1-0"}}},
 	"XNack":                  {&goredis.XNackArgs{Stream: "k", Group: "g", Mode: goredis.XNackModeSilent, IDs: []string{"1-0"}}},

@@ -26,7 +26,7 @@ func keysOf(t *testing.T, args ...any) ([]string, error) {
 	return keys, err
 }
 
-func TestKeyPositions(t *testing.T) {
+func TestCommandKeyPositions(t *testing.T) {
 	cases := []struct {
 		args []any
 		want []string
@@ -106,7 +106,7 @@ func TestKeyPositions(t *testing.T) {
 	}
 }
 
-func TestKeyPositionsErrors(t *testing.T) {
+func TestCommandKeyPositionsErrors(t *testing.T) {
 	cases := []struct {
 		args []any
 		want string
@@ -134,7 +134,7 @@ func TestKeyPositionsErrors(t *testing.T) {
 	}
 }
 
-func TestPolicies(t *testing.T) {
+func TestCommandPolicies(t *testing.T) {
 	cases := []struct {
 		name string
 		req  RequestPolicy
@@ -164,7 +164,7 @@ func TestPolicies(t *testing.T) {
 
 // The table's entries by source: Redis 7.0.15's COMMAND, redis/redis's
 // src/commands files since, module registrations, and our decisions.
-func TestSources(t *testing.T) {
+func TestCommandSources(t *testing.T) {
 	counts := map[string]int{}
 	for i := range table {
 		src := table[i].Source
@@ -201,7 +201,7 @@ func TestSources(t *testing.T) {
 
 // Lookup's binary search needs the table and every container's
 // subcommands sorted by name.
-func TestTableSorted(t *testing.T) {
+func TestCommandTableSorted(t *testing.T) {
 	sorted := func(list []Info) bool {
 		return slices.IsSortedFunc(list, func(a, b Info) int { return strings.Compare(a.Name, b.Name) })
 	}
@@ -217,7 +217,7 @@ func TestTableSorted(t *testing.T) {
 
 // go generate leaves table.go as it is: it is the generator's output for
 // the inputs in this directory.
-func TestGeneratedTableUpToDate(t *testing.T) {
+func TestCommandTableUpToDate(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "table.go")
 	cmd := exec.Command("go", "run", "./gen", "-o", out)
 	if b, err := cmd.CombinedOutput(); err != nil {
@@ -238,7 +238,7 @@ func TestGeneratedTableUpToDate(t *testing.T) {
 
 // Names are found in any case, without allocating; unknown ones wrap
 // ErrUnknown; a refused command or family is found with its reason.
-func TestLookup(t *testing.T) {
+func TestCommandLookup(t *testing.T) {
 	for _, args := range [][]any{{"GET", "k"}, {"BF.ADD", "k", "i"}, {"HGetEx", "h"}, {"Client", "LIST"}} {
 		if n := testing.AllocsPerRun(100, func() { _, _ = Lookup(args) }); n != 0 {
 			t.Errorf("Lookup(%v): %v allocations", args, n)
@@ -270,7 +270,7 @@ func TestLookup(t *testing.T) {
 }
 
 // The policies of commands after Redis 7.0 and of our decisions.
-func TestNewPolicies(t *testing.T) {
+func TestCommandNewPolicies(t *testing.T) {
 	cases := []struct {
 		args []any
 		req  RequestPolicy
@@ -293,7 +293,7 @@ func TestNewPolicies(t *testing.T) {
 	}
 }
 
-func TestArgMatchesGoRedisWriter(t *testing.T) {
+func TestCommandArgMatchesGoRedisWriter(t *testing.T) {
 	s := "ptr"
 	cases := []struct {
 		in   any

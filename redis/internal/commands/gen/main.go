@@ -113,6 +113,8 @@ func generate() ([]byte, error) {
 			e := t.find(name)
 			family := strings.HasSuffix(name, ".")
 			switch {
+			case e != nil && d.define != nil:
+				return nil, fmt.Errorf("decision %q defines %q, which a source has", d.label, name)
 			case e != nil:
 				e.source += "; decisions.go: " + d.label
 			case !family && d.define == nil:
