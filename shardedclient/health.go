@@ -425,8 +425,7 @@ func (s *Sharded[C]) probeLoop() {
 
 // with returns a view of v's shards with another live ring.
 func (v *View[C]) with(live *ring.Ring) *View[C] {
-	return (&View[C]{parent: v.parent, shards: v.shards, full: v.full, live: live, health: v.health,
-		prev: v.prev, prevIdx: v.prevIdx, gates: openGates(v.gates)}).init()
+	return v.next(func(n *View[C]) { n.live = live })
 }
 
 // changeLive applies an ejection or a rejoin of shard i to v's live ring.

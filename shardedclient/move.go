@@ -159,8 +159,10 @@ func (s *Sharded[C]) EndMove(force bool) error {
 		h.stopTimer()
 	}
 	g := &moveGate{prev: cur.prev, prevIdx: cur.prevIdx, next: cur.live, done: make(chan struct{})}
-	v := (&View[C]{parent: s, shards: cur.shards[:n:n], full: cur.full, live: cur.live,
-		health: cur.health[:n:n], gates: append(openGates(cur.gates), g)}).init()
+	v := cur.next(func(v *View[C]) {
+		v.shards, v.health, v.prev, v.prevIdx = cur.shards[:n:n], cur.health[:n:n], nil, nil
+		v.gates = append(v.gates, g)
+	})
 	s.swap(v, true)
 	s.openGate(g)
 	return nil

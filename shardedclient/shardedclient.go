@@ -117,9 +117,9 @@ func (s *Sharded[C]) newView(shards []Shard[C], old *View[C]) (*View[C], error) 
 	if err != nil {
 		return nil, err
 	}
-	v := &View[C]{parent: s, shards: make([]Shard[C], len(shards)), full: full, live: full,
-		health: make([]*shardHealth, len(shards))}
-	v.init()
+	v := (&View[C]{parent: s}).next(func(v *View[C]) {
+		v.shards, v.full, v.live, v.health = make([]Shard[C], len(shards)), full, full, make([]*shardHealth, len(shards))
+	})
 	var ejected []int
 	seen := make(map[string]int, len(shards))
 	for i, n := range full.Nodes() {
@@ -239,10 +239,17 @@ func (v *View[C]) retire() {
 	v.settle()
 }
 
-// init makes v's channels.
-func (v *View[C]) init() *View[C] {
-	v.drained, v.unpinned = make(chan struct{}), make(chan struct{})
-	return v
+// next returns a new View that starts as a copy of v's shards, rings, health
+// records, move state and still-closed gates, changed by edit, with fresh
+// counters and channels: every View is built here. (Its two counts differ
+// on purpose: moves wait for commands (drained), closing a client waits
+// for callbacks too (unpinned).)
+func (v *View[C]) next(edit func(*View[C])) *View[C] {
+	n := &View[C]{parent: v.parent, shards: v.shards, full: v.full, live: v.live, health: v.health,
+		prev: v.prev, prevIdx: v.prevIdx, gates: openGates(v.gates)}
+	edit(n)
+	n.drained, n.unpinned = make(chan struct{}), make(chan struct{})
+	return n
 }
 
 // Locate returns the index of the live shard that owns key.
