@@ -151,10 +151,11 @@ func NewShardedClient(opt *ShardedOptions) (*ShardedClient, error) {
 // builder makes the clients of shards. It remembers the options each client
 // was built from, so that a shard keeps its client across a list change
 // only when its address, DB and options are unchanged, and it hands every
-// client it makes to the functions of AddHook and OnNewNode, in the order
-// they were given, before the client serves a command.
+// client it makes, with its shard, to the functions of AddHook, OnNewNode
+// and OnNewShardNode, in the order they were given, before the client
+// serves a command.
 type builder struct {
-	onNew []func(*goredis.Client)
+	onNew []func(Shard, *goredis.Client)
 	from  map[*goredis.Client]any // a goredis.Options or goredis.FailoverOptions
 }
 
@@ -188,7 +189,7 @@ func (b *builder) shard(so ShardOptions, reuse []Shard) (Shard, error) {
 			return Shard{}, errors.New("Failover needs a MasterName and SentinelAddrs")
 		}
 		fo := *so.Failover
-		sh.Client = b.client(reuse, sh.Addr, fo, func() *goredis.Client {
+		sh.Client = b.client(reuse, sh, fo, func() *goredis.Client {
 			built := fo
 			return goredis.NewFailoverClient(&built)
 		})
@@ -205,25 +206,27 @@ func (b *builder) shard(so ShardOptions, reuse []Shard) (Shard, error) {
 	if err := checkAddr(&o); err != nil {
 		return Shard{}, err
 	}
-	sh.Client = b.client(reuse, sh.Addr, o, func() *goredis.Client {
+	sh.Client = b.client(reuse, sh, o, func() *goredis.Client {
 		built := o // go-redis fills in its defaults
 		return goredis.NewClient(&built)
 	})
 	return sh, nil
 }
 
-// client returns the client of the shard in reuse at addr (address and DB)
+// client returns the client of the shard in reuse at sh's address and DB
 // that was built from the same options (from), else a new client from
-// create, prepared (shardClient) and handed to every function of onNew.
-func (b *builder) client(reuse []Shard, addr string, from any, create func() *goredis.Client) *goredis.Client {
-	for _, sh := range reuse {
-		if sh.Addr == addr && reflect.DeepEqual(b.from[sh.Client], from) {
-			return sh.Client
+// create, prepared (shardClient) and handed, with sh, to every function of
+// onNew.
+func (b *builder) client(reuse []Shard, sh Shard, from any, create func() *goredis.Client) *goredis.Client {
+	for _, old := range reuse {
+		if old.Addr == sh.Addr && reflect.DeepEqual(b.from[old.Client], from) {
+			return old.Client
 		}
 	}
 	c := shardClient(create())
+	sh.Client = c
 	for _, fn := range b.onNew {
-		onNode(c, fn)
+		onNode(c, func(node *goredis.Client) { fn(sh, node) })
 	}
 	if b.from == nil {
 		b.from = map[*goredis.Client]any{}
@@ -571,11 +574,23 @@ func (c *ShardedClient) AddHook(hook goredis.Hook) {
 // SetShards or BeginResharding. A client whose shard leaves is closed, with
 // no call.
 func (c *ShardedClient) OnNewNode(fn func(rdb *goredis.Client)) {
+	c.OnNewShardNode(func(_ Shard, node *goredis.Client) { fn(node) })
+}
+
+// OnNewShardNode is OnNewNode with the shard that node serves, for
+// instrumentation that names it (redisotel.WithAttributes, a Prometheus
+// label): fn gets the shard's name, weight and address (Shard.Addr, its
+// identity) as they were when its client was made, and node, the client
+// that runs the shard's commands: Shard.Client itself, or for a cluster
+// shard the client of each cluster node. A shard renamed with the same
+// address, DB and options keeps its client, and what fn gave it under the
+// old name. The rules of OnNewNode apply.
+func (c *ShardedClient) OnNewShardNode(fn func(shard Shard, node *goredis.Client)) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.build.onNew = append(c.build.onNew, fn)
 	for _, sh := range c.shards.AllShards() {
-		onNode(sh.Client, fn)
+		onNode(sh.Client, func(node *goredis.Client) { fn(sh, node) })
 	}
 }
 

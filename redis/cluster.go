@@ -64,7 +64,7 @@ func (b *builder) clusterShard(so ShardOptions, reuse []Shard) (Shard, error) {
 	opt := *cs.Options
 	from.Options = &opt
 	sh := Shard{Name: so.Name, Weight: so.Weight, Addr: clusterAddr(&cs)}
-	sh.Client = b.client(reuse, sh.Addr, from, func() *goredis.Client {
+	sh.Client = b.client(reuse, sh, from, func() *goredis.Client {
 		built := opt // go-redis fills in its defaults
 		return newClusterShardClient(goredis.NewClusterClient(&built), cs)
 	})

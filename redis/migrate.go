@@ -56,6 +56,7 @@ type ShardCheckpoint struct {
 type ShardProgress struct {
 	ID         string // the shard's identity, the key of Checkpoint.Shards
 	Shard      string // the shard, as `shard 1 "b" (10.0.0.2:6379)`
+	Name, Addr string // the shard's name and address (Shard.Name, Shard.Addr)
 	Scanned    int64  // keys SCAN returned
 	Owned      int64  // keys this shard owns under the new ring: they stay
 	Moved      int64  // keys restored on their new owner and deleted here
@@ -85,7 +86,7 @@ type Migration struct {
 }
 
 type shardProgress struct {
-	id, label                                           string
+	id, label, name, addr                               string
 	index                                               int // in the window's shard list
 	ejected                                             bool
 	scanned, owned, moved, onOwner, gone, stale, failed atomic.Int64
@@ -133,7 +134,8 @@ func (c *ShardedClient) NewMigration(opt MigrateOptions) (*Migration, error) {
 	}
 	for i := range prev.Len() {
 		idx := v.PreviousIndex(i)
-		p := &shardProgress{id: v.ID(idx), label: v.Label(idx), index: idx}
+		sh := v.Shard(idx)
+		p := &shardProgress{id: v.ID(idx), label: v.Label(idx), name: sh.Name, addr: sh.Addr, index: idx}
 		if opt.Resume != nil {
 			cp, ok := opt.Resume.Shards[p.id]
 			if !ok {
@@ -366,7 +368,7 @@ func (p *shardProgress) addRetry(keys []string) {
 func (m *Migration) Progress() []ShardProgress {
 	out := make([]ShardProgress, len(m.progress))
 	for i, p := range m.progress {
-		out[i] = ShardProgress{ID: p.id, Shard: p.label, Scanned: p.scanned.Load(), Owned: p.owned.Load(),
+		out[i] = ShardProgress{ID: p.id, Shard: p.label, Name: p.name, Addr: p.addr, Scanned: p.scanned.Load(), Owned: p.owned.Load(),
 			Moved: p.moved.Load(), OnNewOwner: p.onOwner.Load(), Gone: p.gone.Load(), Stale: p.stale.Load(),
 			Failed: p.failed.Load(), Cursor: p.cursor.Load(), Done: p.done.Load(), Failures: p.failuresCopy()}
 	}
