@@ -284,15 +284,26 @@ type psRoute struct{ channel, pattern string }
 // arrives, and nothing else.
 func (r *psReader) deliver(publish func(ch, payload string) (int64, error), tag string, psRoutes map[string][]string) {
 	r.t.Helper()
-	want := map[string]int{}
 	for ch, patterns := range psRoutes {
-		payload := tag + " " + ch
-		n, err := publish(ch, payload)
+		n, err := publish(ch, psPayload(tag, ch))
 		if err != nil || n != int64(len(patterns)) {
 			r.t.Fatalf("%s: publish %s = %d, %v; want %d receivers", tag, ch, n, err, len(patterns))
 		}
+	}
+	r.received(tag, psRoutes)
+}
+
+// psPayload is the payload deliver publishes on ch for tag.
+func psPayload(tag, ch string) string { return tag + " " + ch }
+
+// received checks that exactly one message per psRoute, with the payload of
+// tag, arrives, and nothing else until the last of them.
+func (r *psReader) received(tag string, psRoutes map[string][]string) {
+	r.t.Helper()
+	want := map[string]int{}
+	for ch, patterns := range psRoutes {
 		for _, p := range patterns {
-			want[fmt.Sprint(psRoute{ch, p}, payload)]++
+			want[fmt.Sprint(psRoute{ch, p}, psPayload(tag, ch))]++
 		}
 	}
 	for missing := len(want); missing > 0; {

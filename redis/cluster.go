@@ -93,6 +93,15 @@ func clusterOf(c *goredis.Client) *forward {
 	return fw
 }
 
+// clusterClient returns the cluster client behind a cluster shard's client,
+// or nil for another client: the pub/sub fan-in subscribes through it.
+func clusterClient(c *goredis.Client) *goredis.ClusterClient {
+	if f := clusterOf(c); f != nil {
+		return f.cc
+	}
+	return nil
+}
+
 // ClusterClient returns the *redis.ClusterClient of the shard that is a
 // Redis Cluster (the last one BeginClusterMove or ShardOptions.Cluster
 // gave), or nil when no shard is one. It is the client's own: do not close it.

@@ -18,6 +18,11 @@
 //     unsubscribe confirmation.
 //   - PING's reply comes once every subscription is confirmed where the
 //     shard list current when PING arrived places it.
+//   - A shard that is a Redis Cluster (Clusters) is subscribed through its
+//     *redis.ClusterClient: channels and patterns on one connection to any
+//     node (the cluster broadcasts every PUBLISH to every node), each shard
+//     channel on a connection of its hash slot, which go-redis opens to the
+//     slot's master.
 //   - A shard's failure arrives as the error of Receive, where errors.As
 //     finds a *shardedclient.ShardError naming the shard: for each call
 //     waiting on that shard, else once per run of failures. go-redis keeps
@@ -112,21 +117,48 @@ type placement struct {
 	unconfirmed int  // commands sent there that the shard has not confirmed
 }
 
-// shardConn is the fan-in's subscription connection to one shard.
+// Clusters tells the fan-in which shards are Redis Clusters. Its zero value
+// says none is.
+type Clusters struct {
+	// Of returns the cluster client behind a shard's client, or nil for a
+	// shard that is one server.
+	Of func(*goredis.Client) *goredis.ClusterClient
+	// Slot returns the Redis Cluster hash slot of a shard channel.
+	Slot func(string) int
+}
+
+// connKey names a subscription connection: the shard's identity (View.ID)
+// and, on a cluster shard, the hash slot of the shard channels it holds
+// (-1 on every other connection).
+type connKey struct {
+	id   string
+	slot int
+}
+
+// shardConn is one subscription connection of the fan-in to a shard: a
+// shard's own, or one through a cluster shard's *redis.ClusterClient. On a
+// cluster shard, channels and patterns share one connection to any node,
+// and each hash slot of shard channels has its own, because go-redis opens
+// a cluster PubSub to the master of its first channel's slot, and after a
+// reconnect resubscribes its shard channels in one SSUBSCRIBE, which Redis
+// refuses across slots.
 type shardConn struct {
-	id     string // the shard's identity (View.ID)
-	client *goredis.Client
-	index  int // the shard's position in fanIn.view, for errors
-	ps     *goredis.PubSub
-	stop   chan struct{} // closed when retired: ends the relay's backoff
+	connKey
+	client  *goredis.Client // the shard's client
+	index   int             // the shard's position in fanIn.view, for errors
+	ps      *goredis.PubSub
+	timeout time.Duration // the ReadTimeout of the client that opened ps
+	stop    chan struct{} // closed when retired: ends the relay's backoff
 
 	// The fields below are guarded by fanIn.mu.
 	retired     bool
+	placed      int       // the subscriptions whose on holds it
 	failing     bool      // its last receive failed; reported once
 	unconfirmed int       // the placements' unconfirmed, summed
 	since       time.Time // when unconfirmed last rose from 0
 	todo        []send    // commands not yet sent, in order
 	sending     bool      // a work goroutine runs todo
+	relaying    bool      // its relay runs: since its first command was sent
 }
 
 // send is a command for a shard connection: subscribe or unsubscribe names,
@@ -149,27 +181,29 @@ type op struct {
 
 // fanIn serves one go-redis pub/sub connection.
 type fanIn struct {
-	shards  *Shards
-	replies *replies
-	cmds    *io.PipeReader
-	done    chan struct{} // closed when serve ends
-	ended   chan struct{} // closed when every goroutine of the fan-in has ended
-	wg      sync.WaitGroup
+	shards   *Shards
+	clusters Clusters
+	replies  *replies
+	cmds     *io.PipeReader
+	done     chan struct{} // closed when serve ends
+	ended    chan struct{} // closed when every goroutine of the fan-in has ended
+	wg       sync.WaitGroup
 
 	mu     sync.Mutex
 	subs   map[key]*subscription
-	conns  map[string]*shardConn // by shard identity
+	conns  map[connKey]*shardConn
 	ops    []*op
 	view   *view  // the view the subscriptions were last placed on
 	counts [2]int // announced subscriptions (see kind.counter)
 	closed bool
 }
 
-// Dial starts a fan-in over shards and returns go-redis's end of it.
-func Dial(shards *Shards) net.Conn {
+// Dial starts a fan-in over shards, of which clusters are Redis Clusters,
+// and returns go-redis's end of it.
+func Dial(shards *Shards, clusters Clusters) net.Conn {
 	r, w := io.Pipe()
-	f := &fanIn{shards: shards, replies: newReplies(), cmds: r, done: make(chan struct{}), ended: make(chan struct{}),
-		subs: map[key]*subscription{}, conns: map[string]*shardConn{}}
+	f := &fanIn{shards: shards, clusters: clusters, replies: newReplies(), cmds: r, done: make(chan struct{}),
+		ended: make(chan struct{}), subs: map[key]*subscription{}, conns: map[connKey]*shardConn{}}
 	changes, stop := shards.Watch()
 	f.wg.Add(1)
 	go f.watch(changes, stop)
@@ -351,6 +385,22 @@ func (f *fanIn) forget(s *subscription) {
 	}
 }
 
+// unplace takes s off c.
+func (f *fanIn) unplace(s *subscription, c *shardConn) {
+	delete(s.on, c)
+	c.placed--
+	f.forget(s)
+}
+
+// closeIdle retires c when it is the connection of a cluster's hash slot
+// and holds nothing: a receiver that goes through many shard channels
+// keeps no connection per slot it once used.
+func (f *fanIn) closeIdle(c *shardConn) {
+	if c.slot >= 0 && c.placed == 0 && !c.retired {
+		f.retire(c)
+	}
+}
+
 // write queues b for the receiver; a receiver too far behind is
 // disconnected.
 func (f *fanIn) write(b []byte) {
@@ -386,6 +436,7 @@ func (f *fanIn) place(subs []*subscription) {
 		if p == nil {
 			p = &placement{}
 			s.on[c] = p
+			c.placed++
 		}
 		p.subscribed = subscribes
 		p.unconfirmed++
@@ -425,28 +476,40 @@ func (f *fanIn) targets(v *view, s *subscription) []*shardConn {
 	case !s.wanted:
 		return nil
 	case s.kind != pattern:
-		return []*shardConn{f.connect(v, v.Locate(s.name))}
+		return []*shardConn{f.connect(v, v.Locate(s.name), s.key)}
 	}
 	var out []*shardConn
 	for i := range v.Len() {
 		if !v.Ejected(i) {
-			out = append(out, f.connect(v, i))
+			out = append(out, f.connect(v, i, s.key))
 		}
 	}
 	return out
 }
 
-// connect returns the connection to shard i of v, opening it on first use.
-func (f *fanIn) connect(v *view, i int) *shardConn {
-	id := v.ID(i)
-	if c := f.conns[id]; c != nil {
+// connect returns the connection to shard i of v that holds k, opening it
+// on first use: the shard's own, or, on a cluster shard, one through its
+// cluster client (see shardConn).
+func (f *fanIn) connect(v *view, i int, k key) *shardConn {
+	client := v.Client(i)
+	var cc *goredis.ClusterClient
+	if f.clusters.Of != nil {
+		cc = f.clusters.Of(client)
+	}
+	ck := connKey{id: v.ID(i), slot: -1}
+	if cc != nil && k.kind == shardChannel {
+		ck.slot = f.clusters.Slot(k.name)
+	}
+	if c := f.conns[ck]; c != nil {
 		return c
 	}
-	client := v.Client(i)
-	c := &shardConn{id: id, client: client, index: i, ps: client.Subscribe(context.Background()), stop: make(chan struct{})}
-	f.conns[id] = c
-	f.wg.Add(1)
-	go f.relay(c)
+	c := &shardConn{connKey: ck, client: client, index: i, stop: make(chan struct{})}
+	if cc != nil {
+		c.ps, c.timeout = cc.Subscribe(context.Background()), cc.Options().ReadTimeout
+	} else {
+		c.ps, c.timeout = client.Subscribe(context.Background()), client.Options().ReadTimeout
+	}
+	f.conns[ck] = c
 	return c
 }
 
@@ -460,8 +523,8 @@ func (f *fanIn) retireStale(v *view) {
 			live[v.ID(i)] = i
 		}
 	}
-	for id, c := range f.conns {
-		if i, ok := live[id]; ok && v.Client(i) == c.client {
+	for _, c := range f.conns {
+		if i, ok := live[c.id]; ok && v.Client(i) == c.client {
 			c.index = i
 		} else {
 			f.retire(c)
@@ -474,11 +537,10 @@ func (f *fanIn) retireStale(v *view) {
 // and it is closed.
 func (f *fanIn) retire(c *shardConn) {
 	c.retired = true
-	delete(f.conns, c.id)
+	delete(f.conns, c.connKey)
 	for _, s := range f.subs {
 		if _, ok := s.on[c]; ok {
-			delete(s.on, c)
-			f.forget(s)
+			f.unplace(s, c)
 		}
 	}
 	close(c.stop)
@@ -487,7 +549,8 @@ func (f *fanIn) retire(c *shardConn) {
 }
 
 // enqueue queues s on c's connection, in order, sent by a goroutine of c's
-// own so that a slow shard holds up no other.
+// own so that a slow shard holds up no other; after the first command, that
+// goroutine starts c's relay.
 func (f *fanIn) enqueue(c *shardConn, s send) {
 	c.todo = append(c.todo, s)
 	if !c.sending {
@@ -515,11 +578,20 @@ func (f *fanIn) work(c *shardConn) {
 			_ = c.ps.Close()
 			continue
 		}
-		if err := s.method(c.ps, ctx, s.names...); err != nil {
-			f.mu.Lock()
+		err := s.method(c.ps, ctx, s.names...)
+		f.mu.Lock()
+		if err != nil {
 			f.fail(c, err)
-			f.mu.Unlock()
 		}
+		if !c.relaying && !c.retired {
+			// Only now: a Receive opens the connection when no command
+			// has, and a cluster PubSub names no channel then, so go-redis
+			// would open it to a random node, not the slot's master.
+			c.relaying = true
+			f.wg.Add(1)
+			go f.relay(c)
+		}
+		f.mu.Unlock()
 	}
 }
 
@@ -535,7 +607,7 @@ const (
 func (f *fanIn) relay(c *shardConn) {
 	defer f.wg.Done()
 	ctx := context.Background()
-	timeout := max(c.client.Options().ReadTimeout, 0)
+	timeout := max(c.timeout, 0)
 	backoff := minBackoff
 	for {
 		msg, err := c.ps.ReceiveTimeout(ctx, timeout)
@@ -585,8 +657,8 @@ func (f *fanIn) receive(c *shardConn, msg any) {
 		p.unconfirmed--
 		c.unconfirmed--
 		if p.unconfirmed == 0 && !p.subscribed {
-			delete(s.on, c)
-			f.forget(s)
+			f.unplace(s, c)
+			f.closeIdle(c)
 		}
 		f.answer()
 	case *goredis.Message:
@@ -639,8 +711,7 @@ func (f *fanIn) fail(c *shardConn, err error) {
 		if p := s.on[c]; p != nil && p.unconfirmed > 0 {
 			p.unconfirmed = 0
 			if !p.subscribed {
-				delete(s.on, c)
-				f.forget(s)
+				f.unplace(s, c)
 			}
 		}
 	}
@@ -650,4 +721,5 @@ func (f *fanIn) fail(c *shardConn, err error) {
 	}
 	c.failing = true
 	f.answer()
+	f.closeIdle(c)
 }

@@ -38,7 +38,7 @@ func TestPubSubShardFailureIsReadOnce(t *testing.T) {
 			router := goredis.NewClient(&goredis.Options{
 				Addr: "fan-in:0", Protocol: protocol, DisableIdentity: true,
 				MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
-				Dialer:                   func(context.Context, string, string) (net.Conn, error) { return Dial(shards), nil },
+				Dialer:                   func(context.Context, string, string) (net.Conn, error) { return Dial(shards, Clusters{}), nil },
 			})
 			t.Cleanup(func() { _ = router.Close() })
 			chs := make([]string, 2) // one channel on each shard

@@ -1,0 +1,183 @@
+package integration_test
+
+// Pub/sub across a move into the shared Redis Cluster: subscriptions follow
+// their channels to the cluster shard, where the fan-in holds them through
+// the cluster client (channels and patterns on one node, each shard channel
+// on its slot's master), and leave the old shards.
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	shardedredis "github.com/shardedcache/shardedcache/redis"
+)
+
+// Channels, a pattern and shard channels subscribed on a sharded client of
+// three redis-servers follow BeginClusterMove to the cluster: PUBLISH and
+// SPUBLISH through a plain ClusterClient (and through the sharded client,
+// which now sends them to the cluster) reach the receiver exactly once, in
+// the window and after the migration, and the old shards hold nothing but
+// the pattern (which stays on every shard of the window, where their other
+// clients may still publish) and, once the window ends, not that either. A
+// Subscribe, PSubscribe and SSubscribe after the move are held on the
+// cluster; an SUnsubscribe takes its shard channel off its master.
+func TestClusterMovePubSub(t *testing.T) {
+	m := newClusterMove(t, 0)
+	var old []*psServer
+	for _, sh := range m.c.Shards() {
+		old = append(old, newPSServer(t, sh.Name, sh.Addr, true, nil, nil))
+	}
+	const pattern = "pat.*"
+	chs, schs, patterned := psNames("ch", 6), psNames("sch", 6), psNames("pat.", 3)
+	routes := psRoutes(chs...)
+	for _, ch := range patterned {
+		routes[ch] = []string{pattern}
+	}
+
+	r := newPSReader(t, m.c.Subscribe(ctx, chs...))
+	r.expect(psConfirmations("subscribe", 1, 1, chs...)...)
+	if err := r.ps.PSubscribe(ctx, pattern); err != nil {
+		t.Fatal(err)
+	}
+	r.expect(psConfirmations("psubscribe", len(chs)+1, 1, pattern)...)
+	if err := r.ps.SSubscribe(ctx, schs...); err != nil {
+		t.Fatal(err)
+	}
+	r.expect(psConfirmations("ssubscribe", 1, 1, schs...)...)
+	r.deliver(psPublisher(m.c), "before the move", routes)
+	r.deliver(sPublisher(m.c), "before the move", psRoutes(schs...))
+
+	if err := m.c.BeginClusterMove(m.clusterShard(false)); err != nil {
+		t.Fatal(err)
+	}
+	r.syncClean()
+	cc := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: m.cluster.Addrs()})
+	t.Cleanup(func() { _ = cc.Close() })
+	checkClusterPlacement(t, cc, old, psPlacement{channels: chs, shardChannels: schs, patterns: []string{pattern}}, 1)
+	clusterDeliver(r, cc, "in the window", routes, schs)
+	clusterDeliver(r, m.c, "in the window, through the sharded client", routes, schs)
+
+	mig, err := m.c.NewMigration(shardedredis.MigrateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := mig.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if m.c.Window() != nil {
+		t.Fatal("the window is still open after the migration")
+	}
+	r.syncClean()
+	checkClusterPlacement(t, cc, old, psPlacement{channels: chs, shardChannels: schs, patterns: []string{pattern}}, 0)
+	clusterDeliver(r, cc, "after the move", routes, schs)
+
+	late := newPSReader(t, m.c.Subscribe(ctx, "late"))
+	late.expect(psConfirmations("subscribe", 1, 1, "late")...)
+	if err := late.ps.PSubscribe(ctx, "later.*"); err != nil {
+		t.Fatal(err)
+	}
+	late.expect(psConfirmations("psubscribe", 2, 1, "later.*")...)
+	if err := late.ps.SSubscribe(ctx, "slate0", "slate1"); err != nil {
+		t.Fatal(err)
+	}
+	late.expect(psConfirmations("ssubscribe", 1, 1, "slate0", "slate1")...)
+	lateRoutes := map[string][]string{"late": {""}, "later.x": {"later.*"}}
+	clusterDeliver(late, cc, "subscribed after the move", lateRoutes, []string{"slate0", "slate1"})
+
+	if err := late.ps.SUnsubscribe(ctx, "slate0"); err != nil {
+		t.Fatal(err)
+	}
+	late.expect(psConfirmations("sunsubscribe", 1, 0, "slate0")...)
+	if n, err := cc.SPublish(ctx, "slate0", "gone").Result(); err != nil || n != 0 {
+		t.Fatalf("SPUBLISH slate0 after SUNSUBSCRIBE = %d, %v; want 0 receivers", n, err)
+	}
+	clusterDeliver(late, cc, "after SUNSUBSCRIBE", lateRoutes, []string{"slate1"})
+}
+
+// sPublisher shard-publishes through c.
+func sPublisher(c goredis.Cmdable) func(ch, payload string) (int64, error) {
+	return func(ch, payload string) (int64, error) { return c.SPublish(ctx, ch, payload).Result() }
+}
+
+// clusterDeliver publishes through c, which sends to the cluster, on each
+// channel of routes and shard channel of shardChannels, and checks that
+// exactly one message per route arrives, and nothing else before the next
+// pong. SPUBLISH must count exactly one receiver (its slot's master counts
+// those of the slot); PUBLISH counts only the receivers on the node it was
+// sent to, so its count is not checked.
+func clusterDeliver(r *psReader, c goredis.Cmdable, tag string, routes map[string][]string, shardChannels []string) {
+	r.t.Helper()
+	for ch := range routes {
+		if err := c.Publish(ctx, ch, psPayload(tag, ch)).Err(); err != nil {
+			r.t.Fatalf("%s: publish %s: %v", tag, ch, err)
+		}
+	}
+	r.received(tag, routes)
+	r.deliver(sPublisher(c), tag, psRoutes(shardChannels...))
+	r.syncClean()
+}
+
+// checkClusterPlacement polls until the cluster holds want once: each
+// channel and shard channel on one connection of one node (summed over
+// every node: a shard channel's SPUBLISH shows on which), and every
+// pattern once; and until each old server holds no channel and oldPatterns
+// of want's patterns.
+func checkClusterPlacement(t *testing.T, cc *goredis.ClusterClient, old []*psServer, want psPlacement, oldPatterns int) {
+	t.Helper()
+	poll(t, 5*time.Second, "subscriptions on the cluster", func() error {
+		var mu sync.Mutex
+		subs, ssubs := map[string]int64{}, map[string]int64{}
+		var numpat int64
+		err := cc.ForEachShard(ctx, func(ctx context.Context, node *goredis.Client) error {
+			ns, err := node.PubSubNumSub(ctx, want.channels...).Result()
+			if err != nil {
+				return err
+			}
+			ss, err := node.PubSubShardNumSub(ctx, want.shardChannels...).Result()
+			if err != nil {
+				return err
+			}
+			np, err := node.PubSubNumPat(ctx).Result()
+			if err != nil {
+				return err
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			for ch, n := range ns {
+				subs[ch] += n
+			}
+			for ch, n := range ss {
+				ssubs[ch] += n
+			}
+			numpat += np
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		for _, ch := range want.channels {
+			if subs[ch] != 1 {
+				return fmt.Errorf("channel %s has %d subscribers on the cluster, want 1", ch, subs[ch])
+			}
+		}
+		for _, ch := range want.shardChannels {
+			if ssubs[ch] != 1 {
+				return fmt.Errorf("shard channel %s has %d subscribers on the cluster, want 1", ch, ssubs[ch])
+			}
+		}
+		if numpat != int64(len(want.patterns)) {
+			return fmt.Errorf("the cluster holds %d patterns, want %d", numpat, len(want.patterns))
+		}
+		for _, s := range old {
+			if err := psServerHolds(s, nil, nil, oldPatterns); err != nil {
+				return fmt.Errorf("old shard %s (%s): %w", s.name, s.addr, err)
+			}
+		}
+		return nil
+	})
+}
