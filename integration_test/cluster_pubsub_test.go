@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -25,7 +26,9 @@ import (
 // the pattern (which stays on every shard of the window, where their other
 // clients may still publish) and, once the window ends, not that either. A
 // Subscribe, PSubscribe and SSubscribe after the move are held on the
-// cluster; an SUnsubscribe takes its shard channel off its master.
+// cluster; an SUnsubscribe takes its shard channel off its master. Each
+// receiver holds one connection to the cluster for channels and patterns
+// and one per hash slot of its shard channels, closed once it holds none.
 func TestClusterMovePubSub(t *testing.T) {
 	m := newClusterMove(t, 0)
 	var old []*psServer
@@ -75,6 +78,11 @@ func TestClusterMovePubSub(t *testing.T) {
 	r.syncClean()
 	checkClusterPlacement(t, cc, old, psPlacement{channels: chs, shardChannels: schs, patterns: []string{pattern}}, 0)
 	clusterDeliver(r, cc, "after the move", routes, schs)
+	slots := map[int]bool{}
+	for _, ch := range schs {
+		slots[shardedredis.Slot(ch)] = true
+	}
+	checkClusterPubSubConns(t, m.c.ClusterClient(), 1+len(slots))
 
 	late := newPSReader(t, m.c.Subscribe(ctx, "late"))
 	late.expect(psConfirmations("subscribe", 1, 1, "late")...)
@@ -88,6 +96,10 @@ func TestClusterMovePubSub(t *testing.T) {
 	late.expect(psConfirmations("ssubscribe", 1, 1, "slate0", "slate1")...)
 	lateRoutes := map[string][]string{"late": {""}, "later.x": {"later.*"}}
 	clusterDeliver(late, cc, "subscribed after the move", lateRoutes, []string{"slate0", "slate1"})
+	if shardedredis.Slot("slate0") == shardedredis.Slot("slate1") {
+		t.Fatal("slate0 and slate1 share a slot")
+	}
+	checkClusterPubSubConns(t, m.c.ClusterClient(), 1+len(slots)+3)
 
 	if err := late.ps.SUnsubscribe(ctx, "slate0"); err != nil {
 		t.Fatal(err)
@@ -97,6 +109,24 @@ func TestClusterMovePubSub(t *testing.T) {
 		t.Fatalf("SPUBLISH slate0 after SUNSUBSCRIBE = %d, %v; want 0 receivers", n, err)
 	}
 	clusterDeliver(late, cc, "after SUNSUBSCRIBE", lateRoutes, []string{"slate1"})
+	checkClusterPubSubConns(t, m.c.ClusterClient(), 1+len(slots)+2)
+}
+
+// checkClusterPubSubConns polls until cc, summed over its nodes, has want
+// subscription connections open.
+func checkClusterPubSubConns(t *testing.T, cc *goredis.ClusterClient, want int) {
+	t.Helper()
+	poll(t, 5*time.Second, "subscription connections to the cluster", func() error {
+		var open atomic.Int64
+		err := cc.ForEachShard(ctx, func(_ context.Context, node *goredis.Client) error {
+			open.Add(int64(node.PoolStats().PubSubStats.Active))
+			return nil
+		})
+		if err == nil && open.Load() != int64(want) {
+			err = fmt.Errorf("%d open, want %d", open.Load(), want)
+		}
+		return err
+	})
 }
 
 // sPublisher shard-publishes through c.

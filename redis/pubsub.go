@@ -20,11 +20,17 @@ import (
 // per shard. What it guarantees:
 //
 //   - Subscriptions follow their channels: after SetShards, an ejection or
-//     a rejoin, BeginResharding or EndResharding, each channel is
-//     subscribed on its new owner and unsubscribed from its old one; a
-//     pattern is on every live shard, shards added later included.
-//     Messages published while a channel moves may be lost, as pub/sub is
-//     at most once; none is delivered twice.
+//     a rejoin, BeginResharding or EndResharding, BeginClusterMove or the
+//     end of its migration, each channel is subscribed on its new owner and
+//     unsubscribed from its old one; a pattern is on every live shard,
+//     shards added later included. Messages published while a channel
+//     moves may be lost, as pub/sub is at most once; none is delivered
+//     twice.
+//   - On a shard that is a Redis Cluster, subscriptions are held through
+//     its *redis.ClusterClient: channels and patterns on one connection to
+//     a node (the cluster broadcasts every PUBLISH to every node), each
+//     shard channel on a connection to the master of its hash slot, one
+//     per slot in use.
 //   - The first confirmation of a Subscribe (or Unsubscribe) call means
 //     every channel of the call is subscribed (unsubscribed) on its shard:
 //     the confirmations of a call are held until every shard of the call
