@@ -130,6 +130,10 @@
 //
 //	rdb.OnNewNode(func(c *goredis.Client) { _ = redisotel.InstrumentTracing(c) })
 //
+// OnNewShardNode also gives the shard, to name it on every span and metric
+// (redisotel.WithAttributes); package otelmetrics exports this client's own
+// Stats, health events and migration progress as OpenTelemetry metrics.
+//
 // go-redis's Prometheus collector (redisprometheus.NewCollector) reads one
 // client's pool: in OnNewNode, register one per shard client, labelled by
 // its address and DB (prometheus.WrapRegistererWith). fn runs again for a

@@ -4,11 +4,16 @@ import (
 	"context"
 	"fmt"
 	"log"
+	"slices"
 	"strings"
 	"sync"
 
+	"github.com/redis/go-redis/extra/redisotel/v9"
 	goredis "github.com/redis/go-redis/v9"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
+	"github.com/shardedcache/shardedcache/otelmetrics"
 	shardedredis "github.com/shardedcache/shardedcache/redis"
 )
 
@@ -37,8 +42,9 @@ func (h commandLog) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredi
 //
 //	func(c *redis.Client) { _ = redisotel.InstrumentTracing(c) }
 //
-// (redisotel.InstrumentTracing(client) itself refuses a *ShardedClient).
-// Here each shard's client logs the commands it runs.
+// (redisotel.InstrumentTracing(client) itself refuses a *ShardedClient);
+// OnNewShardNode adds the shard's name. Here each shard's client logs the
+// commands it runs.
 func ExampleShardedClient_OnNewNode() {
 	shards, stop := startShards("redis-a", "redis-b", "redis-c")
 	defer stop()
@@ -78,4 +84,50 @@ func ExampleShardedClient_OnNewNode() {
 	// redis-a: set user:9 x; mget user:9
 	// redis-b: set user:1 x; mget user:1
 	// redis-c: set user:3 x; mget user:3
+}
+
+// OnNewShardNode instruments every shard's client with redisotel, each span
+// carrying the shard's name. One MGET over three shards is three "mget"
+// spans, one per shard, each with that shard's keys (db.statement), its
+// server.address and server.port, and shardedcache.shard.name.
+func ExampleShardedClient_OnNewShardNode() {
+	shards, stop := startShards("redis-a", "redis-b", "redis-c")
+	defer stop()
+	client, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: shards})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer client.Close()
+
+	spans := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans)) // in a program: otel's global provider
+	client.OnNewShardNode(func(sh shardedredis.Shard, node *goredis.Client) {
+		_ = redisotel.InstrumentTracing(node, redisotel.WithTracerProvider(tp),
+			redisotel.WithAttributes(otelmetrics.ShardNameKey.String(sh.Name)))
+	})
+	if err := client.MGet(context.Background(), "user:1", "user:3", "user:9").Err(); err != nil {
+		log.Fatal(err)
+	}
+	var lines []string
+	for _, s := range spans.GetSpans() {
+		if s.Name != "mget" {
+			continue // the connection setup (redis.dial, hello, client)
+		}
+		var shard, stmt string
+		for _, kv := range s.Attributes {
+			switch kv.Key {
+			case otelmetrics.ShardNameKey:
+				shard = kv.Value.AsString()
+			case "db.statement":
+				stmt = kv.Value.AsString()
+			}
+		}
+		lines = append(lines, fmt.Sprintf("%s %s: %s", s.Name, shard, stmt))
+	}
+	slices.Sort(lines)
+	fmt.Println(strings.Join(lines, "\n"))
+	// Output:
+	// mget redis-a: mget user:9
+	// mget redis-b: mget user:1
+	// mget redis-c: mget user:3
 }
