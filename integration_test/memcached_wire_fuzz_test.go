@@ -458,3 +458,50 @@ func indexOf(addrs []string, a string) int {
 func wireSafe(key string) bool {
 	return key != "" && len(key) <= 250 && !strings.ContainsFunc(key, func(r rune) bool { return r <= ' ' || r == 0x7f })
 }
+
+// Inside a resharding window GetShard moves a key before handing out its
+// shard's client: for a key that is unsafe on the wire it moves nothing and
+// sends nothing (the move's own protocol carries the key in its command
+// line too), and the client it returns refuses the key.
+func TestMemcacheGetShardInWindowSendsNothingForUnsafeKeys(t *testing.T) {
+	servers := []*mcServer{startRealMemcached(t), startRealMemcached(t), startRealMemcached(t), startRealMemcached(t)}
+	opts, c := namedMemcache(t, servers, 3)
+	for _, s := range servers {
+		d := gomemcache.New(s.addr)
+		if err := d.Set(&gomemcache.Item{Key: mcSentinel, Value: []byte("intact")}); err != nil {
+			t.Fatal(err)
+		}
+		d.Close()
+	}
+	if err := c.BeginResharding(opts, shardedmc.ReshardOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	before := make([]map[string]int64, len(servers))
+	for i, s := range servers {
+		before[i] = mcStats(t, s.addr)
+	}
+	for i := range 50 {
+		for _, key := range []string{"x\r\nflush_all\r\nmg y" + strconv.Itoa(i), "x\r\nms admin 4 T0\r\nroot\r\nmg y" + strconv.Itoa(i), "", "a b" + strconv.Itoa(i)} {
+			if err := c.GetShard(key).Set(&gomemcache.Item{Key: key, Value: []byte("v")}); err != gomemcache.ErrMalformedKey {
+				t.Fatalf("GetShard(%q).Set = %v, want ErrMalformedKey", key, err)
+			}
+		}
+	}
+	for i, s := range servers {
+		after := mcStats(t, s.addr)
+		for _, name := range mcCounters {
+			if after[name] != before[i][name] {
+				t.Fatalf("server %d: %s moved from %d to %d", i, name, before[i][name], after[name])
+			}
+		}
+		d := gomemcache.New(s.addr)
+		it, err := d.Get(mcSentinel)
+		d.Close()
+		if err != nil || string(it.Value) != "intact" {
+			t.Fatalf("server %d: sentinel %v, %v", i, it, err)
+		}
+	}
+	if err := c.EndResharding(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -363,3 +363,78 @@ func TestReshardLifeCycleRefusesMisuse(t *testing.T) {
 		t.Fatal("window after AbandonResharding")
 	}
 }
+
+// A stale copy on a shard that is ejected when the window opens is removed
+// too: it must not win once the shard takes its keys back.
+func TestReshardStaleCopyOnEjectedShardRemoved(t *testing.T) {
+	h := shardedredis.Health{Mode: shardedclient.EjectMode, FailureLimit: 1, RetryTimeout: time.Hour}
+	shards, direct, _ := safetyFixture(t, 3, 1, h) // a, b, c
+	c, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: shards[1:], Health: h})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	abc, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: shards})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer abc.Close()
+	var k string // on b with [b, c], on a with [a, b, c]
+	for i := 0; k == "" && i < 100000; i++ {
+		if key := "s" + strconv.Itoa(i); serverOf(t, c, shards, key) == 1 && serverOf(t, abc, shards, key) == 0 {
+			k = key
+		}
+	}
+	if err := c.Set(ctx, k, "old", 0).Err(); err != nil { // on b
+		t.Fatal(err)
+	}
+	if err := c.SetShards(shards); err != nil { // cold: k on a, b keeps "old"
+		t.Fatal(err)
+	}
+	if err := c.Set(ctx, k, "new", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	// Eject b: pause it and fail one command on it.
+	if err := direct[1].Do(ctx, "client", "pause", 3000, "all").Err(); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; !c.Stats()[1].Ejected && i < 100000; i++ {
+		if key := "probe-" + strconv.Itoa(i); c.GetShardInfo(key).Index == 1 {
+			_ = c.Get(ctx, key).Err()
+		}
+	}
+	if !c.Stats()[1].Ejected {
+		t.Fatal("b not ejected")
+	}
+	// While b cannot answer, the window cannot clean it: refused, naming b.
+	err = c.BeginResharding(shards[1:])
+	var se *shardedclient.ShardError
+	if !errors.As(err, &se) || se.Name != "b" || c.Window() != nil {
+		t.Fatalf("BeginResharding with the ejected b unreachable: %v, want b's ShardError and no window", err)
+	}
+	// The pause ends (b stays ejected: RetryTimeout 1 h).
+	poll(t, 10*time.Second, "b answers again", func() error { return direct[1].Ping(ctx).Err() })
+	if err := c.BeginResharding(shards[1:]); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := direct[1].Exists(ctx, k).Result(); n != 0 {
+		t.Fatalf("after BeginResharding b still holds its stale copy of %q", k)
+	}
+	if v, err := c.Get(ctx, k).Result(); err != nil || v != "new" {
+		t.Fatalf("Get(%q) = %q, %v; want new", k, v, err)
+	}
+	m, err := c.NewMigration(shardedredis.MigrateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var merr *shardedredis.MigrationError // b, ejected, is not scanned
+	if err := m.Run(ctx); !errors.As(err, &merr) || len(merr.Shards) != 1 || !errors.As(merr.Shards[0], &se) || se.Name != "b" {
+		t.Fatalf("migration with b ejected: %v", err)
+	}
+	if n, _ := direct[1].Exists(ctx, k).Result(); n != 0 {
+		t.Fatal("b holds a copy of k: it would win when b rejoins")
+	}
+	if err := c.AbandonResharding(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -218,6 +218,13 @@ func (c *ShardedClient) Stats() []shardedclient.ShardStats { return c.shards.Sta
 // owner, whose value stays the truth until the key moves. Use it for key
 // only, and only until the next BeginResharding.
 func (c *ShardedClient) GetShard(key string) *memcache.Client {
+	if !legalKey(key) {
+		// Nothing to move (no call can store such a key), and the client
+		// refuses the key itself (memcache.ErrMalformedKey).
+		v := c.shards.Acquire()
+		defer v.Release()
+		return v.Client(v.Locate(key))
+	}
 	client, _ := c.shards.GetShard(context.Background(), key)
 	return client
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/bradfitz/gomemcache/memcache"
 
+	"github.com/shardedcache/shardedcache/internal/mcmeta"
 	"github.com/shardedcache/shardedcache/shardedclient"
 )
 
@@ -415,18 +416,8 @@ func runErr(ctx context.Context, fn func() error) error {
 }
 
 // legalKey reports whether key is safe to send on memcached's text
-// protocol: 1 to 250 bytes, none of them a space, a control character or
-// DEL. It is gomemcache's rule plus the empty key, which gomemcache lets
-// through: "set  0 0 N" is an error line to memcached, which then reads the
-// item's value as a command of its own.
-func legalKey(key string) bool {
-	if len(key) == 0 || len(key) > 250 {
-		return false
-	}
-	for i := 0; i < len(key); i++ {
-		if key[i] <= ' ' || key[i] == 0x7f {
-			return false
-		}
-	}
-	return true
-}
+// protocol (mcmeta.LegalKey): 1 to 250 bytes, none of them a space, a
+// control character or DEL. It is gomemcache's rule plus the empty key,
+// which gomemcache lets through: "set  0 0 N" is an error line to
+// memcached, which then reads the item's value as a command of its own.
+func legalKey(key string) bool { return mcmeta.LegalKey(key) }

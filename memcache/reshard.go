@@ -327,7 +327,7 @@ func (c *ShardedClient) mover(p *shardedclient.Pending, st *window, op string) s
 // (see BeginResharding), and returns the first failure. It is also the
 // client's shardedclient.Mover (for GetShard), with no op and st nil.
 func (c *ShardedClient) moveKeys(ctx context.Context, v *view, st *window, op string, keys []shardedclient.MovingKey) error {
-	if failed := c.move(ctx, v, st, op, c.unmoved(keys), nil); len(failed) > 0 {
+	if failed := c.move(ctx, v, st, op, unmoved(v, keys), nil); len(failed) > 0 {
 		return failed[0]
 	}
 	return nil
@@ -336,8 +336,8 @@ func (c *ShardedClient) moveKeys(ctx context.Context, v *view, st *window, op st
 // unmoved returns the keys of keys that no call has moved since they were
 // tracked (another call may have, before the stripes were locked), each
 // once.
-func (c *ShardedClient) unmoved(keys []shardedclient.MovingKey) []shardedclient.MovingKey {
-	w := c.shards.Window()
+func unmoved(v *view, keys []shardedclient.MovingKey) []shardedclient.MovingKey {
+	w := v.Window()
 	seen := make(map[string]bool, len(keys))
 	out := make([]shardedclient.MovingKey, 0, len(keys))
 	for _, k := range keys {
@@ -381,8 +381,9 @@ func (c *ShardedClient) move(ctx context.Context, v *view, st *window, op string
 // moveBatch moves keys from shard from to shard to (see move): a get on
 // from; a set on to of the hits, with their flags and TTL (CopyExpiration
 // when from does not tell it); a delete on to of the misses' stale copies; a
-// delete on from of the old copies. A key is remembered once no copy is left
-// on from; a key whose step failed, or that ctx cut short, stays there.
+// delete on from of the old copies. A key is remembered (in the window of
+// v) once the new owner holds it; a key whose get or set failed, or that
+// ctx cut short before its set, stays on from, the truth.
 // Each round trip is reported to its shard's health once.
 func (c *ShardedClient) moveBatch(ctx context.Context, v *view, st *window, op string, from, to int, keys []string, found func(*memcache.Item)) *MoveError {
 	fail := func(step string, at int, key string, err error) *MoveError {
@@ -441,16 +442,20 @@ func (c *ShardedClient) moveBatch(ctx context.Context, v *view, st *window, op s
 		if err := v.Finish(ctx, to, err); err != nil {
 			return fail("delete stale copy", to, absent[0], err)
 		}
-		c.shards.Window().Remember(absent...)
+		v.Window().Remember(absent...)
 		st.absent.Add(int64(len(absent)))
 		st.staleDeleted.Add(int64(n))
 	}
 	if gone := append(stored, dropped...); len(gone) > 0 {
+		// Moved once the new owner holds them: from here the old copies are
+		// stale, whether or not their delete below is answered (a delete
+		// cut short may still run on the old owner, which must then not make
+		// a later call take the new copy for a leftover).
+		v.Window().Remember(gone...)
 		_, err := src.Delete(ctx, gone)
 		if err := v.Finish(ctx, from, err); err != nil {
 			return fail("delete old copy", from, gone[0], err)
 		}
-		c.shards.Window().Remember(gone...)
 		if src.Meta() {
 			st.movedTTL.Add(int64(len(stored)))
 		} else {
@@ -497,7 +502,7 @@ func (c *ShardedClient) getMultiMoving(ctx context.Context, v *view, st *window,
 	}
 	outcome := map[int]error{} // shard -> its first error, for every shard reached
 	err := v.Prepare(ctx, p, func(ctx context.Context, v *view, moving []shardedclient.MovingKey) error {
-		move := c.unmoved(moving)
+		move := unmoved(v, moving)
 		moves := make(map[string]bool, len(move))
 		for _, m := range move {
 			moves[m.Key] = true

@@ -112,15 +112,16 @@ func (c *ShardedClient) endWindow(force bool) error {
 	return err
 }
 
-// dropStale removes, from every live shard of v's new list, the keys that
+// dropStale removes, from every shard of v's new list, the keys that
 // the move gives it and that it did not own before the move: stale copies
 // (see BeginResharding). Nothing writes them meanwhile: commands place keys
 // by the old ring until the window opens, and view changes wait.
 func dropStale(ctx context.Context, v *view) error {
-	for j := range v.Ring().Len() {
-		if v.Ejected(j) {
-			continue
-		}
+	// Ejected shards too: they own nothing now, but take their keys back
+	// when they rejoin, and their stale copies must not win then. One that
+	// cannot be reached fails BeginResharding, naming it.
+	full := v.FullRing()
+	for j := range full.Len() {
 		// Every server of the shard: one, or every master of a cluster.
 		err := eachServer(ctx, v.Client(j), func(ctx context.Context, client *goredis.Client) error {
 			for cursor, first := uint64(0), true; first || cursor != 0; first = false {
@@ -130,7 +131,8 @@ func dropStale(ctx context.Context, v *view) error {
 				}
 				var stale []string
 				for _, k := range keys {
-					if from, to, moved := v.Moved(k); moved && to == j && from != j {
+					// j owns k now, or will once it rejoins (full ring).
+					if from, to, _ := v.Moved(k); from != j && (to == j || full.Locate(k) == j) {
 						stale = append(stale, k)
 					}
 				}

@@ -325,9 +325,11 @@ func (s *Sharded[C]) eject(h *shardHealth, cause error) {
 	if err != nil {
 		return // the last live shard stays: its keys fail instead
 	}
+	// The view first: once Stats says ejected, no lookup still finds the
+	// shard.
+	s.swap(cur.with(live).withPrevious(i, (*ring.Ring).Eject), false)
 	h.ejected.Store(true)
 	h.ejections.Add(1)
-	s.swap(cur.with(live).withPrevious(i, (*ring.Ring).Eject), false)
 	s.event(cur, EventEjected, i, cause)
 	s.scheduleRetry(h)
 }
@@ -383,9 +385,10 @@ func (s *Sharded[C]) retry(h *shardHealth) {
 		s.scheduleRetry(h)
 		return
 	}
+	// The view first: once Stats says live again, lookups find the shard.
+	s.swap(cur.with(live).withPrevious(i, (*ring.Ring).Rejoin), false)
 	h.ejected.Store(false)
 	h.consecutive.Store(0)
-	s.swap(cur.with(live).withPrevious(i, (*ring.Ring).Rejoin), false)
 	s.event(cur, EventRejoined, i, nil)
 }
 

@@ -84,6 +84,11 @@ func newWindow() *Window {
 // Window returns the move in progress, or nil outside a move.
 func (s *Sharded[C]) Window() *Window { return s.window.Load() }
 
+// Window returns the move that v belongs to, or nil for a view outside a
+// move: a call remembers its moves in its own view's window, never in a
+// later one.
+func (v *View[C]) Window() *Window { return v.window }
+
 // BeginMove starts moving to a new shard list without a cold cache: keys are
 // placed by the new list's ring at once, and the old ring stays as the
 // previous one, so that a backend can find a key that has not reached its
@@ -129,6 +134,7 @@ func (s *Sharded[C]) BeginMove(shards []Shard[C], prepare func(*View[C]) error) 
 	if s.rememberMoved {
 		w.remember, w.moved = true, map[string]struct{}{}
 	}
+	v.window = w
 	s.window.Store(w)
 	s.swap(v, true) // v holds the shards that leave: only replaced clients close
 	s.openGate(g)
@@ -160,7 +166,7 @@ func (s *Sharded[C]) EndMove(force bool) error {
 	}
 	g := &moveGate{prev: cur.prev, prevIdx: cur.prevIdx, next: cur.live, done: make(chan struct{})}
 	v := cur.next(func(v *View[C]) {
-		v.shards, v.health, v.prev, v.prevIdx = cur.shards[:n:n], cur.health[:n:n], nil, nil
+		v.shards, v.health, v.prev, v.prevIdx, v.window = cur.shards[:n:n], cur.health[:n:n], nil, nil, nil
 		v.gates = append(v.gates, g)
 	})
 	s.swap(v, true)

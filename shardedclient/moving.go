@@ -65,7 +65,7 @@ func (v *View[C]) Track(p *Pending, key string) int {
 		return v.live.Locate(key)
 	}
 	from, to, moved := v.Moved(key)
-	if moved && !v.parent.Window().Remembered(key) {
+	if moved && !v.window.Remembered(key) {
 		p.moving = append(p.moving, MovingKey{Key: key, From: from, To: to})
 	}
 	return to

@@ -162,6 +162,8 @@ type View[C comparable] struct {
 	// shards; the shards that the move removes follow the target's shards.
 	prev    *ring.Ring
 	prevIdx []int
+	// window is the move in progress in this view (BeginMove), else nil.
+	window *Window
 	// gates hold back the keys that recent moves change until the commands
 	// begun on the views before them have ended (see moveGate); the open
 	// ones are dropped as views are built.
@@ -246,7 +248,7 @@ func (v *View[C]) retire() {
 // for callbacks too (unpinned).)
 func (v *View[C]) next(edit func(*View[C])) *View[C] {
 	n := &View[C]{parent: v.parent, shards: v.shards, full: v.full, live: v.live, health: v.health,
-		prev: v.prev, prevIdx: v.prevIdx, gates: openGates(v.gates)}
+		prev: v.prev, prevIdx: v.prevIdx, window: v.window, gates: openGates(v.gates)}
 	edit(n)
 	n.drained, n.unpinned = make(chan struct{}), make(chan struct{})
 	return n
@@ -290,6 +292,11 @@ func (v *View[C]) Ejected(i int) bool {
 
 // Ring returns the ring of the live shards.
 func (v *View[C]) Ring() *ring.Ring { return v.live }
+
+// FullRing returns the ring of every shard of the list, ejected ones
+// included: where keys go once every shard is live. (During a move, the
+// shards that the move removes are not on it.)
+func (v *View[C]) FullRing() *ring.Ring { return v.full }
 
 // GroupKeys splits keys by owning shard. Groups are ordered by shard index;
 // within a group keys keep their input order, and Positions maps each back

@@ -100,6 +100,39 @@ func (e *ServerError) Error() string { return "memcached replied " + strconv.Quo
 // the value the key held.
 var ErrTooLarge = errors.New("mcmeta: item larger than the server stores")
 
+// ErrMalformedKey is returned, with nothing sent, for a key that LegalKey
+// refuses: memcached's text and meta protocols carry the key in the command
+// line, where such a key would let the rest of the line run as commands.
+var ErrMalformedKey = errors.New("mcmeta: malformed key")
+
+// LegalKey reports whether key is safe on memcached's text and meta
+// protocols: 1 to 250 bytes, none of them a space, a control character or
+// DEL (gomemcache's rule, plus the empty key, which gomemcache lets
+// through).
+func LegalKey(key string) bool {
+	if len(key) == 0 || len(key) > 250 {
+		return false
+	}
+	for i := 0; i < len(key); i++ {
+		if key[i] <= ' ' || key[i] == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// legalKeys returns ErrMalformedKey if a key of keys is not LegalKey.
+func legalKeys[T any](keys []T, key func(T) string) error {
+	for _, k := range keys {
+		if !LegalKey(key(k)) {
+			return ErrMalformedKey
+		}
+	}
+	return nil
+}
+
+func self(k string) string { return k }
+
 // Is reports whether e is the refusal of an item as too large.
 func (e *ServerError) Is(target error) bool {
 	return target == ErrTooLarge && e.Line == "SERVER_ERROR object too large for cache"
@@ -168,6 +201,9 @@ func (c *Conn) Close() error { return c.nc.Close() }
 // out), reading at most MaxBatch keys per round trip. On error it returns
 // the items read so far.
 func (c *Conn) Get(ctx context.Context, keys []string) ([]Item, error) {
+	if err := legalKeys(keys, self); err != nil {
+		return nil, err
+	}
 	var items []Item
 	for start := 0; start < len(keys); start += MaxBatch {
 		chunk := keys[start:min(start+MaxBatch, len(keys))]
@@ -272,6 +308,9 @@ func (c *Conn) item(line string) (Item, error) {
 // *ServerError; errors.Is(err, ErrTooLarge) for an item too large). If the
 // connection fails, fewer outcomes than items come back, with the error.
 func (c *Conn) Set(ctx context.Context, items []Item) ([]error, error) {
+	if err := legalKeys(items, func(it Item) string { return it.Key }); err != nil {
+		return nil, err
+	}
 	outcomes := make([]error, 0, len(items))
 	for start := 0; start < len(items); {
 		end, bytes := start, 0
@@ -331,6 +370,9 @@ func replyCAS(line string) uint64 {
 // Delete deletes keys, in round trips of at most MaxBatch keys (one key per
 // round trip without meta commands), and returns how many the server held.
 func (c *Conn) Delete(ctx context.Context, keys []string) (int, error) {
+	if err := legalKeys(keys, self); err != nil {
+		return 0, err
+	}
 	deleted := 0
 	for start := 0; start < len(keys); start += c.batch() {
 		chunk := keys[start:min(start+c.batch(), len(keys))]
