@@ -3,6 +3,7 @@ package integration_test
 import (
 	"errors"
 	"fmt"
+	"net"
 	"slices"
 	"testing"
 	"time"
@@ -232,4 +233,17 @@ func directClientPW(t testing.TB, addr, password string) *goredis.Client {
 	c := goredis.NewClient(&goredis.Options{Addr: addr, Password: password, MaxRetries: -1})
 	t.Cleanup(func() { _ = c.Close() })
 	return c
+}
+
+// One server written two ways ("localhost:<port>" and "127.0.0.1:<port>") is
+// one server: refused, naming both shards, as the memcache backend does.
+func TestTopologySameServerSpelledTwoWays(t *testing.T) {
+	procs := sharedRedis(t, 1)
+	_, port, _ := net.SplitHostPort(procs[0].addr)
+	_, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: []shardedredis.ShardOptions{
+		{Name: "s1", Addr: "127.0.0.1:" + port}, {Name: "s2", Addr: "localhost:" + port}}})
+	want := `shardedcache: shards 0 ("s1", 127.0.0.1:` + port + `) and 1 ("s2", localhost:` + port + `) are the same server (127.0.0.1:` + port + `/)`
+	if err == nil || err.Error() != want {
+		t.Fatalf("NewShardedClient = %v, want %q", err, want)
+	}
 }

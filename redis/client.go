@@ -173,7 +173,38 @@ func (b *builder) shards(opts []ShardOptions, reuse []Shard) ([]Shard, error) {
 		}
 		shards = append(shards, sh)
 	}
+	if err := sameServer(shards); err != nil {
+		closeClients(shards, reuse)
+		b.prune(reuse)
+		return nil, err
+	}
 	return shards, nil
+}
+
+// sameServer returns an error naming two shards whose addresses differ as
+// written but reach one server and DB ("localhost:6379" and
+// "127.0.0.1:6379"): one server listed twice would hold keys twice and be
+// counted twice by DBSIZE and SCAN. Host names are resolved once, as the
+// memcache backend does; an address that does not resolve is left to go-redis.
+func sameServer(shards []Shard) error {
+	seen := make(map[string]int, len(shards))
+	for i, sh := range shards {
+		if strings.HasPrefix(sh.Addr, "sentinel:") || strings.HasPrefix(sh.Addr, "cluster:") {
+			continue // identified by name and seeds: their string is the identity
+		}
+		addr, db, _ := strings.Cut(sh.Addr, "/")
+		tcp, err := net.ResolveTCPAddr("tcp", addr)
+		if err != nil {
+			continue // a unix socket, or a name that does not resolve now
+		}
+		key := tcp.String() + "/" + db
+		if j, dup := seen[key]; dup && shards[j].Addr != sh.Addr { // the same string: shardedclient names it
+			return fmt.Errorf("shardedcache: shards %d (%q, %s) and %d (%q, %s) are the same server (%s)",
+				j, shards[j].Name, shards[j].Addr, i, sh.Name, sh.Addr, key)
+		}
+		seen[key] = i
+	}
+	return nil
 }
 
 func (b *builder) shard(so ShardOptions, reuse []Shard) (Shard, error) {
