@@ -75,8 +75,9 @@ var ErrReshardingWindow = errors.New("shardedcache: ForEachShard is not availabl
 // a timeout. Every client of the same shards must switch at the same time:
 // a client still on the old ring would write keys to their old owners. It
 // returns the errors of SetShards, ErrMoveInProgress, and the failure to
-// remove stale copies (a *shardedclient.ShardError naming the shard), in
-// which case nothing changes.
+// remove stale copies (a *shardedclient.ShardError naming the shard: a
+// shard of the new list that cannot be reached, ejected or not, refuses the
+// window), in which case nothing changes.
 func (c *ShardedClient) BeginResharding(shards []ShardOptions) error {
 	return c.switchShards(shards, func(sh []Shard, prepare func(*view) error) error {
 		return c.shards.BeginMove(sh, func(v *view) error {
