@@ -467,6 +467,24 @@ func (c *ShardedClient) switchShards(opts []ShardOptions, install func([]Shard, 
 	return nil
 }
 
+// String describes c by its shards (index, name, address), never by its
+// options: printing a client with %v or %+v shows no password.
+func (c *ShardedClient) String() string {
+	var b strings.Builder
+	b.WriteString("shardedcache.ShardedClient{")
+	for i, sh := range c.shards.AllShards() {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(shardedclient.ShardRef{Index: i, Name: sh.Name, Addr: sh.Addr}.String())
+	}
+	b.WriteString("}")
+	return b.String()
+}
+
+// GoString is String, for %#v.
+func (c *ShardedClient) GoString() string { return c.String() }
+
 // Stats returns every shard's counters: requests, failures (transport
 // errors and refusals to set up a connection), ejections, and whether it is
 // ejected now.

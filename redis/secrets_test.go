@@ -52,7 +52,10 @@ func TestShardOptionsRedactPasswords(t *testing.T) {
 	if opts[0].PoolSize != 7 {
 		t.Fatalf("pool size %d, want 7", opts[0].PoolSize)
 	}
-	out := printed(opts) + printed(opts[0]) + printed(*opts[0]) + printed(opts[1]) + printed(c.Shards()) + printed(c.Stats())
+	out := printed(opts) + printed(opts[0]) + printed(*opts[0]) + printed(opts[1]) + printed(c.Shards()) + printed(c.Stats()) + printed(c)
+	if want := `shardedcache.ShardedClient{shard 0 "a" (` + m.Addr() + `), shard 1 "fo" (sentinel:mymaster), shard 2 "open" (127.0.0.1:2)}`; fmt.Sprint(c) != want {
+		t.Fatalf("%%v of the client = %s, want %s", c, want)
+	}
 	for _, pw := range []string{userPW, masterPW, sentinelPW} {
 		if strings.Contains(out, pw) {
 			t.Fatalf("printed options show the password %q:\n%s", pw, out)
