@@ -106,6 +106,9 @@ type Ring struct {
 	idx      index
 	slots    []int32  // modula: slot -> node
 	nameHash []uint64 // rendezvous: xxhash64 of each node's name
+
+	ids  []string       // ids[i] is node i's ID, computed once (see ID)
+	byID map[string]int // ID -> node index
 }
 
 // New builds a ring over nodes, in list order. It returns an error naming the
@@ -161,6 +164,14 @@ func build(cfg config, members []member) (*Ring, error) {
 	}
 	if err := r.layOut(); err != nil {
 		return nil, err
+	}
+	r.ids, r.byID = make([]string, len(members)), make(map[string]int, len(members))
+	for i := range members {
+		r.ids[i] = r.id(i)
+		if a := members[i].Addr; a != "" {
+			r.ids[i] = "addr:" + a
+		}
+		r.byID[r.ids[i]] = i
 	}
 	if cfg.dist == distConsistent {
 		r.vnodes = sortPoints(r.vnodes, cfg.points == pointsJedis)
@@ -297,19 +308,14 @@ func (r *Ring) RemoveKeepingSlots(i int) (*Ring, error) {
 // has one ("addr:<Addr>": two nodes at one address hold the same keys,
 // whatever their names, and a node that keeps its name but changes address
 // is another node), else its placement identity (see Placement).
-func (r *Ring) ID(i int) string {
-	if a := r.members[i].Addr; a != "" {
-		return "addr:" + a
-	}
-	return r.id(i)
-}
+// It allocates nothing: IDs are computed when the ring is built.
+func (r *Ring) ID(i int) string { return r.ids[i] }
 
-// Index returns the index of the node whose ID is id, or -1.
+// Index returns the index of the node whose ID is id, or -1 (a map lookup).
+// Two nodes with one ID (one address listed twice) give the later one.
 func (r *Ring) Index(id string) int {
-	for i := range r.members {
-		if r.ID(i) == id {
-			return i
-		}
+	if i, ok := r.byID[id]; ok {
+		return i
 	}
 	return -1
 }

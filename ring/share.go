@@ -139,16 +139,8 @@ func Compare(a, b *Ring) (Diff, error) {
 		return Diff{}, fmt.Errorf("ring: cannot compare rings over different hashes or distributions (%v and %v)", a.cfg.hash, b.cfg.hash)
 	}
 	same := make([]int, len(b.members)) // node of b -> same node of a, or -1
-	ids := make(map[string]int, len(a.members))
-	for i := range a.members {
-		ids[a.ID(i)] = i
-	}
 	for j := range b.members {
-		if i, ok := ids[b.ID(j)]; ok {
-			same[j] = i
-		} else {
-			same[j] = -1
-		}
+		same[j] = a.Index(b.ID(j))
 	}
 	switch a.cfg.dist {
 	case distModula:

@@ -344,9 +344,12 @@ func (v *View[C]) ID(i int) string {
 
 // indexOf returns the index of the shard with the given identity, or -1.
 func (v *View[C]) indexOf(id string) int {
-	for i := range v.shards {
-		if v.ID(i) == id {
-			return i
+	if i := v.full.Index(id); i >= 0 {
+		return i
+	}
+	for p, j := range v.prevIdx { // a shard the move in progress removes
+		if j >= v.full.Len() && v.prev.ID(p) == id {
+			return j
 		}
 	}
 	return -1
