@@ -38,26 +38,7 @@ func newClusterMove(tb testing.TB, n int, opts ...ring.Option) *clusterMove {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { c.Close() })
-	for from := 0; from < n; from += 1000 {
-		if _, err := c.Pipelined(ctx, func(p goredis.Pipeliner) error {
-			for i := from; i < min(n, from+1000); i++ {
-				k := "k:" + strconv.Itoa(i)
-				switch i % 4 {
-				case 0:
-					p.Set(ctx, k, i, time.Hour)
-				case 1:
-					p.Set(ctx, k, i, 0)
-				case 2:
-					p.HSet(ctx, k, "f", i, "g", i+1)
-				default:
-					p.RPush(ctx, k, i, i+1, i+2)
-				}
-			}
-			return nil
-		}); err != nil {
-			tb.Fatal(err)
-		}
-	}
+	seedTypes(tb, c, n)
 	return &clusterMove{c: c, cluster: cl, n: n}
 }
 

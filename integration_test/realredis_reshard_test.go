@@ -33,25 +33,35 @@ func realReshard(tb testing.TB, n int) (*shardedredis.ShardedClient, []shardedre
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { c.Close() })
-	if _, err := c.Pipelined(ctx, func(p goredis.Pipeliner) error {
-		for i := range n {
-			k := "k:" + strconv.Itoa(i)
-			switch i % 4 {
-			case 0:
-				p.Set(ctx, k, i, time.Hour)
-			case 1:
-				p.Set(ctx, k, i, 0)
-			case 2:
-				p.HSet(ctx, k, "f", i, "g", i+1)
-			default:
-				p.RPush(ctx, k, i, i+1, i+2)
-			}
-		}
-		return nil
-	}); err != nil {
-		tb.Fatal(err)
-	}
+	seedTypes(tb, c, n)
 	return c, shards, direct
+}
+
+// seedTypes writes keys "k:0" ... "k:<n-1>" through c, 1,000 per pipeline:
+// strings with a one-hour TTL (i%4 == 0) and without (1), hashes {f: i,
+// g: i+1} (2), lists [i, i+1, i+2] (3).
+func seedTypes(tb testing.TB, c *shardedredis.ShardedClient, n int) {
+	tb.Helper()
+	for from := 0; from < n; from += 1000 {
+		if _, err := c.Pipelined(ctx, func(p goredis.Pipeliner) error {
+			for i := from; i < min(n, from+1000); i++ {
+				k := "k:" + strconv.Itoa(i)
+				switch i % 4 {
+				case 0:
+					p.Set(ctx, k, i, time.Hour)
+				case 1:
+					p.Set(ctx, k, i, 0)
+				case 2:
+					p.HSet(ctx, k, "f", i, "g", i+1)
+				default:
+					p.RPush(ctx, k, i, i+1, i+2)
+				}
+			}
+			return nil
+		}); err != nil {
+			tb.Fatal(err)
+		}
+	}
 }
 
 // Migration on real redis-servers: every key of every type lands on its new
