@@ -30,16 +30,16 @@ type Window struct {
 	migrated atomic.Bool
 
 	// With RememberMoved, the keys this process has moved (or found
-	// absent from their old owner) in this window: they need no move again.
-	remember bool
-	mu       sync.Mutex
-	moved    map[string]struct{}
+	// absent from their old owner) in this window: they need no move again;
+	// nil without RememberMoved.
+	mu    sync.Mutex
+	moved map[string]struct{}
 }
 
 // Remembered reports whether key was marked moved in w (see RememberMoved);
 // false for a nil w.
 func (w *Window) Remembered(key string) bool {
-	if w == nil || !w.remember {
+	if w == nil || w.moved == nil {
 		return false
 	}
 	w.mu.Lock()
@@ -51,7 +51,7 @@ func (w *Window) Remembered(key string) bool {
 // Remember marks keys moved in w, if w remembers (see RememberMoved):
 // View.Track no longer reports them as moving. A nil w remembers nothing.
 func (w *Window) Remember(keys ...string) {
-	if w == nil || !w.remember {
+	if w == nil || w.moved == nil {
 		return
 	}
 	w.mu.Lock()
@@ -82,7 +82,7 @@ func newWindow() *Window {
 }
 
 // Window returns the move in progress, or nil outside a move.
-func (s *Sharded[C]) Window() *Window { return s.window.Load() }
+func (s *Sharded[C]) Window() *Window { return s.view.Load().window }
 
 // Window returns the move that v belongs to, or nil for a view outside a
 // move: a call remembers its moves in its own view's window, never in a
@@ -132,10 +132,9 @@ func (s *Sharded[C]) BeginMove(shards []Shard[C], prepare func(*View[C]) error) 
 	v.gates = append(v.gates, g)
 	w := newWindow()
 	if s.rememberMoved {
-		w.remember, w.moved = true, map[string]struct{}{}
+		w.moved = map[string]struct{}{}
 	}
 	v.window = w
-	s.window.Store(w)
 	s.swap(v, true) // v holds the shards that leave: only replaced clients close
 	s.openGate(g)
 	return nil
@@ -156,10 +155,9 @@ func (s *Sharded[C]) EndMove(force bool) error {
 	if cur.prev == nil || s.closed {
 		return nil
 	}
-	if w := s.window.Load(); !force && !w.Migrated() {
+	if !force && !cur.window.Migrated() {
 		return ErrMoveIncomplete
 	}
-	s.window.Store(nil)
 	n := cur.full.Len()
 	for _, h := range cur.health[n:] {
 		h.stopTimer()

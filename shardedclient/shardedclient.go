@@ -56,9 +56,8 @@ type Sharded[C comparable] struct {
 	view          atomic.Pointer[View[C]]
 	opts          []ring.Option
 	health        Health[C]
-	mover         Mover[C]               // set by the backend (SetMover)
-	window        atomic.Pointer[Window] // the move in progress (BeginMove), else nil
-	rememberMoved bool                   // see RememberMoved
+	mover         Mover[C] // set by the backend (SetMover)
+	rememberMoved bool     // see RememberMoved
 
 	watchMu  sync.Mutex
 	watchers map[chan struct{}]struct{} // see Watch
