@@ -337,7 +337,7 @@ func retryDefaults(o *goredis.Options) {
 func closeClients(shards, keep []Shard) {
 	for _, sh := range shards {
 		if !slices.ContainsFunc(keep, func(k Shard) bool { return k.Client == sh.Client }) {
-			_ = sh.Client.Close()
+			_ = closeShardClient(sh.Client)
 		}
 	}
 }
@@ -415,6 +415,7 @@ func newShardedClient(shards []Shard, h Health, opts []ring.Option) (*ShardedCli
 		return nil, err // ring's and shardedclient's errors carry their own prefix
 	}
 	s.SetMover(moveKeys)
+	s.SetCloser(closeShardClient)
 	c := &ShardedClient{shards: s}
 	c.router = newRouter(func(context.Context, string, string) (net.Conn, error) { return nil, errRouterDial })
 	c.pubsub = newRouter(c.dialFanIn)
@@ -726,6 +727,5 @@ func (c *ShardedClient) ShardOptions() []*goredis.Options {
 
 // Close closes every shard's client and returns their errors joined.
 func (c *ShardedClient) Close() error {
-	clusters := c.shards.AllShards()
-	return errors.Join(c.pubsub.Close(), c.shards.Close(), closeClusters(clusters), c.router.Close())
+	return errors.Join(c.pubsub.Close(), c.shards.Close(), c.router.Close())
 }

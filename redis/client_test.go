@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/alicebob/miniredis/v2"
 	goredis "github.com/redis/go-redis/v9"
@@ -86,5 +87,43 @@ func TestUnsupportedCommands(t *testing.T) {
 	}
 	if n := len(m.Keys()); n != 0 {
 		t.Fatalf("refused commands wrote %d keys", n)
+	}
+}
+
+// A cluster shard's *redis.ClusterClient is the client's own: SetShards
+// that drops the shard closes it (once the commands of the old list end),
+// as Close does, and forgets it.
+func TestDroppedClusterShardIsClosed(t *testing.T) {
+	ctx := context.Background()
+	m := miniredis.RunT(t)
+	cluster := ShardOptions{Name: "c", Cluster: &ClusterShard{Options: &goredis.ClusterOptions{Addrs: []string{"127.0.0.1:1"}}}}
+	c, err := NewShardedClient(&ShardedOptions{Shards: []ShardOptions{{Name: "a", Addr: m.Addr()}, cluster}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	cc := c.ClusterClient()
+	if cc == nil {
+		t.Fatal("ClusterClient() = nil with a cluster shard")
+	}
+	if err := c.SetShards([]ShardOptions{{Name: "a", Addr: m.Addr()}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.ClusterClient(); got != nil {
+		t.Fatalf("ClusterClient() after dropping the cluster shard = %p, want nil", got)
+	}
+	// The old list had no command in flight: its clients are closed by a
+	// goroutine started at the swap; wait for it.
+	deadline := time.Now().Add(10 * time.Second)
+	for err := cc.Ping(ctx).Err(); !errors.Is(err, goredis.ErrClosed); err = cc.Ping(ctx).Err() {
+		if time.Now().After(deadline) {
+			t.Fatalf("the dropped cluster shard's ClusterClient is still open 10 s later: Ping = %v", err)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	n := 0
+	clusters.Range(func(any, any) bool { n++; return true })
+	if n != 0 {
+		t.Fatalf("%d cluster shard clients still registered, want 0", n)
 	}
 }

@@ -126,16 +126,15 @@ func onNode(c *goredis.Client, fn func(*goredis.Client)) {
 	fn(c)
 }
 
-// closeClusters closes the cluster clients of shards and forgets them.
-func closeClusters(shards []Shard) error {
-	var errs []error
-	for _, sh := range shards {
-		if f := clusterOf(sh.Client); f != nil {
-			clusters.Delete(sh.Client)
-			errs = append(errs, f.cc.Close())
-		}
+// closeShardClient closes shard client c and, for a cluster shard, its
+// cluster client, which it then forgets.
+func closeShardClient(c *goredis.Client) error {
+	err := c.Close()
+	if f := clusterOf(c); f != nil {
+		clusters.Delete(c)
+		err = errors.Join(err, f.cc.Close())
 	}
-	return errors.Join(errs...)
+	return err
 }
 
 // eachServer calls fn with the client of every server that holds keys of

@@ -2,7 +2,6 @@ package shardedclient
 
 import (
 	"errors"
-	"io"
 	"slices"
 	"strings"
 )
@@ -126,10 +125,10 @@ func (s *Sharded[C]) swap(v *View[C], closeOld bool) {
 	if !closeOld {
 		return
 	}
-	var stale []io.Closer
+	var stale []C
 	for _, sh := range old.shards {
-		if c, ok := any(sh.Client).(io.Closer); ok && !v.holds(sh.Client) {
-			stale = append(stale, c)
+		if !v.holds(sh.Client) {
+			stale = append(stale, sh.Client)
 		}
 	}
 	if len(stale) == 0 {
@@ -146,7 +145,7 @@ func (s *Sharded[C]) swap(v *View[C], closeOld bool) {
 			}
 		}
 		for _, c := range stale {
-			_ = c.Close()
+			_ = s.closeClient(c)
 		}
 	}()
 }

@@ -56,8 +56,9 @@ type Sharded[C comparable] struct {
 	view          atomic.Pointer[View[C]]
 	opts          []ring.Option
 	health        Health[C]
-	mover         Mover[C] // set by the backend (SetMover)
-	rememberMoved bool     // see RememberMoved
+	mover         Mover[C]      // set by the backend (SetMover)
+	closer        func(C) error // set by the backend (SetCloser); nil: io.Closer
+	rememberMoved bool          // see RememberMoved
 
 	watchMu  sync.Mutex
 	watchers map[chan struct{}]struct{} // see Watch
@@ -397,8 +398,8 @@ func (s *Sharded[C]) AllShards() []Shard[C] {
 	return append([]Shard[C](nil), s.view.Load().shards...)
 }
 
-// Close stops the health goroutines and timers, then closes every shard
-// whose client implements io.Closer, and returns a *MultiShardError (Op
+// Close stops the health goroutines and timers, then closes every shard's
+// client (with the function of SetCloser, or its io.Closer), and returns a *MultiShardError (Op
 // "Close") naming each shard whose Close failed, or nil. Clients of views that SetShards
 // retired are closed as their commands end.
 func (s *Sharded[C]) Close() error {
@@ -419,11 +420,26 @@ func (s *Sharded[C]) Close() error {
 	all := make([]int, len(v.shards))
 	for i, sh := range v.shards {
 		all[i] = i
-		if c, ok := any(sh.Client).(io.Closer); ok {
-			if err := c.Close(); err != nil {
-				errs[i] = fmt.Errorf("close: %w", err)
-			}
+		if err := s.closeClient(sh.Client); err != nil {
+			errs[i] = fmt.Errorf("close: %w", err)
 		}
 	}
 	return v.MultiErr("Close", all, errs)
+}
+
+// SetCloser sets how a shard's client is closed, when SetShards or a move
+// drops it and at Close, for a backend whose clients hold more than their
+// own Close releases; call it once, before the first change. Without it, a
+// client that implements io.Closer is closed with its Close.
+func (s *Sharded[C]) SetCloser(fn func(C) error) { s.closer = fn }
+
+// closeClient closes c as SetCloser says.
+func (s *Sharded[C]) closeClient(c C) error {
+	if s.closer != nil {
+		return s.closer(c)
+	}
+	if cl, ok := any(c).(io.Closer); ok {
+		return cl.Close()
+	}
+	return nil
 }
