@@ -16,44 +16,20 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"math/rand/v2"
-	"slices"
 	"strconv"
-	"sync"
 	"testing"
-	"time"
 
 	gomemcache "github.com/bradfitz/gomemcache/memcache"
 
 	shardedmc "github.com/shardedcache/shardedcache/memcache"
-	"github.com/shardedcache/shardedcache/shardedclient"
 )
 
 // mcModel is the reference model of one seed's run on real memcached.
 type mcModel struct {
-	t       *testing.T
-	rng     *rand.Rand
-	tr      trail
-	servers []*mcServer
-	direct  []*gomemcache.Client // one per server, kept across steps
-	c       *shardedmc.ShardedClient
-	keys    []string
-	list    []listEntry         // the client's shard list
-	store   []map[string]string // per server: key -> value
-
-	// In a resharding window: the list before it, every key's owner before
-	// and after BeginResharding, and the keys the window has moved.
-	window   bool
-	prevList []listEntry
-	from, to map[string]int
-	used     map[string]bool
-
-	counts map[string]int
-}
-
-func (m *mcModel) fatalf(format string, args ...any) {
-	m.t.Helper()
-	m.t.Fatalf("%s\n%s", fmt.Sprintf(format, args...), &m.tr)
+	modelCore
+	direct []*gomemcache.Client // one per server, kept across steps
+	c      *shardedmc.ShardedClient
+	used   map[string]bool // in a window: the keys it has moved
 }
 
 // TestReshardModelMemcache runs the reference model, -model.ops operations
@@ -80,54 +56,29 @@ func runMemcacheModel(t *testing.T, servers []*mcServer, seed int64, ops int) {
 			t.Fatalf("flush_all on %s: %v", s.addr, err)
 		}
 	}
-	m := &mcModel{t: t, rng: rand.New(rand.NewPCG(uint64(seed), 11)), tr: trail{seed: seed},
-		servers: servers, direct: direct, keys: modelKeys(200),
-		list:   []listEntry{{server: 0, name: "a"}, {server: 1, name: "b"}, {server: 2, name: "c"}},
-		counts: map[string]int{}}
-	for range servers {
-		m.store = append(m.store, map[string]string{})
+	addrs := make([]string, len(servers))
+	for i, s := range servers {
+		addrs[i] = s.addr
 	}
+	m := &mcModel{modelCore: newModelCore(t, seed, 11, addrs), direct: direct}
 	c, err := shardedmc.NewShardedClient(&shardedmc.ShardedOptions{Shards: m.opts(m.list)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Close() })
 	m.c = c
+	observe(&m.modelCore, c)
 	m.check()
-	start := time.Now()
-	for m.tr.step = 0; m.tr.step < ops; m.tr.step++ {
-		if m.window {
-			m.windowOp()
-		} else {
-			m.op()
-		}
-		m.check()
-	}
-	if m.window {
-		m.tr.step = ops
-		m.end()
-		m.check()
-	}
-	t.Logf("seed %d: %d operations in %v: %v", seed, ops, time.Since(start).Round(time.Millisecond), m.counts)
+	m.steps(ops, m.op, m.windowOp, m.check, m.end)
 }
 
 // opts returns the ShardOptions of list.
 func (m *mcModel) opts(list []listEntry) []shardedmc.ShardOptions {
 	out := make([]shardedmc.ShardOptions, len(list))
 	for i, e := range list {
-		out[i] = shardedmc.ShardOptions{Name: e.name, Weight: e.weight, Addr: m.servers[e.server].addr}
+		out[i] = shardedmc.ShardOptions{Name: e.name, Weight: e.weight, Addr: m.addrs[e.server]}
 	}
 	return out
-}
-
-// owner returns the server the client places key on now.
-func (m *mcModel) owner(key string) int {
-	addr := m.c.Shards()[m.c.GetShardInfo(key).Index].Addr
-	i := slices.IndexFunc(m.servers, func(s *mcServer) bool { return s.addr == addr })
-	if i < 0 {
-		m.fatalf("%s placed on unknown address %s", key, addr)
-	}
-	return i
 }
 
 // use is the model of a call's first step on key: inside a window, the
@@ -135,14 +86,8 @@ func (m *mcModel) owner(key string) int {
 // overwrites the new owner's, or its absence deletes it). It returns the
 // key's owner.
 func (m *mcModel) use(key string) int {
-	to := m.owner(key)
-	if !m.window {
-		return to
-	}
-	if to != m.to[key] {
-		m.fatalf("%s is placed on server %d inside the window, which placed it on %d at BeginResharding", key, to, m.to[key])
-	}
-	if from := m.from[key]; from != to && !m.used[key] {
+	to, from := m.placed(key)
+	if from != to && !m.used[key] {
 		m.used[key] = true
 		if v, ok := m.store[from][key]; ok {
 			m.store[to][key] = v
@@ -153,8 +98,6 @@ func (m *mcModel) use(key string) int {
 	}
 	return to
 }
-
-func (m *mcModel) key() string { return m.keys[m.rng.IntN(len(m.keys))] }
 
 // op runs one random operation outside a window.
 func (m *mcModel) op() {
@@ -225,8 +168,8 @@ func (m *mcModel) call(kind, key string) {
 		delete(m.store[o], key)
 	case "get":
 		m.tr.logf("Get %s (owner %d)", key, o)
-		it, err := m.c.Get(key)
-		m.expectItem(key, it, err, old, had)
+		v, ok, err := mcValue(m.c.Get(key))
+		m.expectValue("Get", key, v, ok, err, old, had)
 	case "append":
 		s := "+" + strconv.Itoa(m.tr.step)
 		m.tr.logf("Append %s %s (owner %d)", key, s, o)
@@ -242,15 +185,16 @@ func (m *mcModel) call(kind, key string) {
 	}
 }
 
-// expectItem checks a Get's result against the model's value.
-func (m *mcModel) expectItem(key string, it *gomemcache.Item, err error, want string, had bool) {
-	m.t.Helper()
-	switch {
-	case !had && !errors.Is(err, gomemcache.ErrCacheMiss):
-		m.fatalf("Get %s = %v, %v; want a miss (no value on its owner)", key, it, err)
-	case had && (err != nil || string(it.Value) != want):
-		m.fatalf("Get %s = %v, %v; want %q", key, it, err, want)
+// mcValue returns a Get's value, whether there was one, and any error but
+// a cache miss.
+func mcValue(it *gomemcache.Item, err error) (string, bool, error) {
+	if errors.Is(err, gomemcache.ErrCacheMiss) {
+		return "", false, nil
 	}
+	if err != nil {
+		return "", false, err
+	}
+	return string(it.Value), true, nil
 }
 
 // getMulti reads keys with one GetMulti; inside a window it moves those
@@ -284,84 +228,37 @@ func (m *mcModel) getMulti(keys []string) {
 // moved there first.
 func (m *mcModel) getShard(key string) {
 	o := m.use(key)
-	old, had := m.store[o][key]
 	cl := m.c.GetShard(key)
-	if want := m.c.Shards()[m.c.GetShardInfo(key).Index].Client; cl != want {
-		m.fatalf("GetShard(%s) is not the client of its owner %d", key, o)
-	}
-	if m.rng.IntN(2) == 0 {
-		m.tr.logf("GetShard(%s).Get (owner %d)", key, o)
-		it, err := cl.Get(key)
-		m.expectItem(key, it, err, old, had)
-		return
-	}
-	v := "raw" + strconv.Itoa(m.tr.step)
-	m.tr.logf("GetShard(%s).Set %s (owner %d)", key, v, o)
-	if err := cl.Set(&gomemcache.Item{Key: key, Value: []byte(v)}); err != nil {
-		m.fatalf("GetShard(%s).Set: %v", key, err)
-	}
-	m.store[o][key] = v
+	m.modelCore.getShard(key, o, rawShard{
+		owners: cl == m.c.Shards()[m.c.GetShardInfo(key).Index].Client,
+		get:    func() (string, bool, error) { return mcValue(cl.Get(key)) },
+		set:    func(v string) error { return cl.Set(&gomemcache.Item{Key: key, Value: []byte(v)}) },
+	})
 }
 
-// setShards is a cold SetShards: no data moves. A list that renames a
-// server that stays is refused.
+// setShards is a cold SetShards (see modelCore.setShards).
 func (m *mcModel) setShards() {
-	next := randomList(m.rng, len(m.servers), m.list, m.rng.IntN(2) == 0)
-	m.tr.logf("SetShards %v (from %v)", next, m.list)
-	err := m.c.SetShards(m.opts(next))
-	if renamesStaying(m.list, next) {
-		var shift *shardedclient.PlacementShiftError
-		if !errors.As(err, &shift) {
-			m.fatalf("SetShards %v renames a server of %v: %v, want a *PlacementShiftError", next, m.list, err)
-		}
-		m.counts["setshards-refused"]++
-		m.checkList()
-		return
-	}
-	if err != nil {
-		m.fatalf("SetShards %v: %v", next, err)
-	}
-	m.list = next
-	m.checkList()
+	m.modelCore.setShards(func(next []listEntry) error { return m.c.SetShards(m.opts(next)) })
 }
 
 // begin opens a resharding window; nothing moves yet.
 func (m *mcModel) begin() {
-	next := randomList(m.rng, len(m.servers), m.list, m.rng.IntN(4) == 0)
-	from := map[string]int{}
-	for _, k := range m.keys {
-		from[k] = m.owner(k)
-	}
-	m.tr.logf("BeginResharding %v (from %v)", next, m.list)
-	if err := m.c.BeginResharding(m.opts(next), shardedmc.ReshardOptions{}); err != nil {
-		m.fatalf("BeginResharding %v: %v", next, err)
-	}
-	m.window, m.prevList, m.list, m.from, m.to, m.used = true, m.list, next, from, map[string]int{}, map[string]bool{}
-	moving := 0
-	for _, k := range m.keys {
-		if m.to[k] = m.owner(k); m.to[k] != from[k] {
-			moving++
-		}
-	}
-	m.tr.logf("  %d of %d keys change owner", moving, len(m.keys))
-	m.checkList()
+	m.modelCore.begin(func(next []listEntry) error {
+		return m.c.BeginResharding(m.opts(next), shardedmc.ReshardOptions{})
+	})
+	m.used = map[string]bool{}
 }
 
 // misuse checks that a shard list change inside a window is refused,
 // changing nothing.
 func (m *mcModel) misuse() {
-	var err error
 	if m.rng.IntN(2) == 0 {
-		m.tr.logf("SetShards in the window")
-		err = m.c.SetShards(m.opts(randomList(m.rng, len(m.servers), m.list, true)))
-	} else {
-		m.tr.logf("BeginResharding in the window")
-		err = m.c.BeginResharding(m.opts(randomList(m.rng, len(m.servers), m.list, false)), shardedmc.ReshardOptions{})
+		m.refusedInWindow("SetShards", func(next []listEntry) error { return m.c.SetShards(m.opts(next)) })
+		return
 	}
-	if !errors.Is(err, shardedclient.ErrMoveInProgress) {
-		m.fatalf("a shard list change in a window: %v, want ErrMoveInProgress", err)
-	}
-	m.checkList()
+	m.refusedInWindow("BeginResharding", func(next []listEntry) error {
+		return m.c.BeginResharding(m.opts(next), shardedmc.ReshardOptions{})
+	})
 }
 
 // end ends the window: the keys it did not move stay on their old owner.
@@ -370,28 +267,8 @@ func (m *mcModel) end() {
 	if err := m.c.EndResharding(); err != nil {
 		m.fatalf("EndResharding: %v", err)
 	}
-	m.window, m.prevList, m.from, m.to, m.used = false, nil, nil, nil, nil
-	m.checkList()
-}
-
-// checkList checks that the client's shard list is the model's (the shards
-// a window removes follow it).
-func (m *mcModel) checkList() {
-	got := m.c.Shards()
-	want := slices.Clone(m.list)
-	for _, e := range m.prevList {
-		if !slices.ContainsFunc(want, func(n listEntry) bool { return n.server == e.server }) {
-			want = append(want, e)
-		}
-	}
-	if len(got) != len(want) {
-		m.fatalf("client has %d shards, want %d (%v)", len(got), len(want), want)
-	}
-	for i, e := range want {
-		if got[i].Addr != m.servers[e.server].addr || got[i].Name != e.name {
-			m.fatalf("client's shard %d is %q at %s, want %v", i, got[i].Name, got[i].Addr, e)
-		}
-	}
+	m.used = nil
+	m.closeWindow()
 }
 
 // mcContent returns the keys of keys that the server d is connected to
@@ -418,19 +295,5 @@ func (m *mcModel) check() {
 	if !m.window || m.rng.IntN(8) == 0 {
 		m.getMulti(m.keys)
 	}
-	on := make([]map[string]string, len(m.direct))
-	errs := make([]error, len(m.direct))
-	var wg sync.WaitGroup
-	for i, d := range m.direct {
-		wg.Go(func() { on[i], errs[i] = mcContent(d, m.keys) })
-	}
-	wg.Wait()
-	for i := range m.servers {
-		if errs[i] != nil {
-			m.fatalf("reading server %d: %v", i, errs[i])
-		}
-		if !maps.Equal(on[i], m.store[i]) {
-			m.fatalf("server %d diverges from the model:%s", i, diffStores(on[i], m.store[i]))
-		}
-	}
+	m.checkServers(func(i int) (map[string]string, error) { return mcContent(m.direct[i], m.keys) })
 }

@@ -22,15 +22,9 @@ package integration_test
 import (
 	"context"
 	"errors"
-	"flag"
-	"fmt"
 	"maps"
-	"math/rand/v2"
-	"os"
 	"slices"
 	"strconv"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -40,191 +34,13 @@ import (
 	"github.com/shardedcache/shardedcache/shardedclient"
 )
 
-var modelOps = flag.Int("model.ops", 2000, "operations per seed of the resharding reference-model tests")
-
-// modelSeeds returns the seeds of the reference-model tests: -seed, else
-// $RESHARD_SEED, else 1, 2 and the clock's (clockSeed).
-func modelSeeds(t *testing.T) []int64 {
-	t.Helper()
-	if *seedFlag != 0 {
-		return []int64{*seedFlag}
-	}
-	if s := os.Getenv("RESHARD_SEED"); s != "" {
-		n, err := strconv.ParseInt(s, 10, 64)
-		if err != nil {
-			t.Fatalf("RESHARD_SEED=%q: %v", s, err)
-		}
-		return []int64{n}
-	}
-	return []int64{1, 2, clockSeed}
-}
-
-// modelKeys is the fixed keyspace of the reference-model tests.
-func modelKeys(n int) []string {
-	keys := make([]string, n)
-	for i := range keys {
-		keys[i] = fmt.Sprintf("mk:%03d", i)
-	}
-	return keys
-}
-
-// listEntry is one shard of a shard list the model builds: a server (its
-// index among the test's servers), the shard's name and weight.
-type listEntry struct {
-	server int
-	name   string
-	weight int
-}
-
-func (e listEntry) String() string {
-	if e.weight != 0 {
-		return fmt.Sprintf("%s@%d*%d", e.name, e.server, e.weight)
-	}
-	return fmt.Sprintf("%s@%d", e.name, e.server)
-}
-
-var modelNames = []string{"a", "b", "c", "d", "e", "f", "g"}
-
-// randomList returns a shard list over nServers servers: a random non-empty
-// subset, in random order, named by a random permutation of modelNames (so
-// that a name sometimes moves to another server: a move of its keys). With
-// keep, the servers of cur keep their name and weight: a cold change that
-// SetShards accepts.
-func randomList(rng *rand.Rand, nServers int, cur []listEntry, keep bool) []listEntry {
-	n := 3 + rng.IntN(nServers-2)
-	if rng.IntN(5) == 0 {
-		n = 1 + rng.IntN(2)
-	}
-	names := slices.Clone(modelNames)
-	rng.Shuffle(len(names), func(i, j int) { names[i], names[j] = names[j], names[i] })
-	var out []listEntry
-	for _, s := range rng.Perm(nServers)[:n] {
-		e := listEntry{server: s}
-		if rng.IntN(6) == 0 {
-			e.weight = 2
-		}
-		if i := slices.IndexFunc(cur, func(c listEntry) bool { return c.server == s }); keep && i >= 0 {
-			e = cur[i]
-			names = slices.DeleteFunc(names, func(n string) bool { return n == e.name })
-		}
-		out = append(out, e)
-	}
-	for i := range out {
-		if out[i].name == "" {
-			out[i].name, names = names[0], names[1:]
-		}
-	}
-	return out
-}
-
-// renamesStaying reports whether next gives a server of cur another name: a
-// cold SetShards refuses that (its keys would move), with a
-// *shardedclient.PlacementShiftError.
-func renamesStaying(cur, next []listEntry) bool {
-	for _, n := range next {
-		if i := slices.IndexFunc(cur, func(c listEntry) bool { return c.server == n.server }); i >= 0 && cur[i].name != n.name {
-			return true
-		}
-	}
-	return false
-}
-
-// weighted picks an operation: ops[i] with probability weights[i]/sum.
-func weighted(rng *rand.Rand, ops []string, weights []int) string {
-	sum := 0
-	for _, w := range weights {
-		sum += w
-	}
-	r := rng.IntN(sum)
-	for i, w := range weights {
-		if r < w {
-			return ops[i]
-		}
-		r -= w
-	}
-	panic("unreachable")
-}
-
-// trail keeps the last operations, for failure messages.
-type trail struct {
-	seed int64
-	step int
-	ops  []string
-}
-
-func (tr *trail) logf(format string, args ...any) {
-	tr.ops = append(tr.ops, fmt.Sprintf("%5d  ", tr.step)+fmt.Sprintf(format, args...))
-	if len(tr.ops) > 40 {
-		tr.ops = tr.ops[len(tr.ops)-40:]
-	}
-}
-
-func (tr *trail) String() string {
-	return fmt.Sprintf("seed %d (rerun: -seed=%d), op %d; last operations:\n%s", tr.seed, tr.seed, tr.step, strings.Join(tr.ops, "\n"))
-}
-
-// diffStores describes, key by key, how got differs from want.
-func diffStores(got, want map[string]string) string {
-	var keys []string
-	for k := range got {
-		keys = append(keys, k)
-	}
-	for k := range want {
-		if _, ok := got[k]; !ok {
-			keys = append(keys, k)
-		}
-	}
-	slices.Sort(keys)
-	var b strings.Builder
-	n := 0
-	for _, k := range keys {
-		g, gok := got[k]
-		w, wok := want[k]
-		if gok == wok && g == w {
-			continue
-		}
-		if n++; n > 10 {
-			b.WriteString(" ...")
-			break
-		}
-		fmt.Fprintf(&b, " %s: got %s, want %s;", k, present(g, gok), present(w, wok))
-	}
-	return b.String()
-}
-
-func present(v string, ok bool) string {
-	if !ok {
-		return "(none)"
-	}
-	return strconv.Quote(v)
-}
-
 // redisModel is the reference model of one seed's run on real redis-servers.
 type redisModel struct {
-	t      *testing.T
-	rng    *rand.Rand
-	tr     trail
-	shards []shardedredis.ShardOptions // every server, by index
-	direct []*goredis.Client
-	server map[string]int // a server's index by address
-	c      *shardedredis.ShardedClient
-	keys   []string
-	list   []listEntry         // the client's shard list
-	store  []map[string]string // per server: key -> value
-
-	// In a resharding window: the list before it, and every key's owner
-	// before and after BeginResharding (server indices).
-	window   bool
-	prevList []listEntry
-	from, to map[string]int
-
+	modelCore
+	servers []shardedredis.ShardOptions // every server, by index
+	direct  []*goredis.Client
+	c       *shardedredis.ShardedClient
 	clients map[*goredis.Client]bool // every shard client seen: true once no longer the client's and closed
-	counts  map[string]int           // operations run, by kind
-}
-
-func (m *redisModel) fatalf(format string, args ...any) {
-	m.t.Helper()
-	m.t.Fatalf("%s\n%s", fmt.Sprintf(format, args...), &m.tr)
 }
 
 // TestReshardModelRedis runs the reference model, -model.ops operations per
@@ -241,52 +57,27 @@ func runRedisModel(t *testing.T, seed int64, ops int) {
 	h := shardedredis.Health{Mode: shardedclient.EjectMode, FailureLimit: 1, RetryTimeout: 50 * time.Millisecond,
 		ProbeTimeout: 100 * time.Millisecond,
 		OnRejoin:     func(ctx2 context.Context, c *goredis.Client) error { return c.FlushDB(ctx2).Err() }}
-	shards, direct, c := safetyFixture(t, 5, 3, h)
-	m := &redisModel{t: t, rng: rand.New(rand.NewPCG(uint64(seed), 10)), tr: trail{seed: seed},
-		shards: shards, direct: direct, c: c, keys: modelKeys(200),
-		list:   []listEntry{{server: 0, name: "a"}, {server: 1, name: "b"}, {server: 2, name: "c"}},
-		server: map[string]int{}, clients: map[*goredis.Client]bool{}, counts: map[string]int{}}
-	for i, s := range shards {
-		m.store = append(m.store, map[string]string{})
-		m.server[s.Addr] = i
+	servers, direct, c := safetyFixture(t, 5, 3, h)
+	addrs := make([]string, len(servers))
+	for i, s := range servers {
+		addrs[i] = s.Addr
 	}
+	m := &redisModel{modelCore: newModelCore(t, seed, 10, addrs),
+		servers: servers, direct: direct, c: c, clients: map[*goredis.Client]bool{}}
+	observe(&m.modelCore, c)
+	m.listed = m.seeClients
 	m.checkList()
-	start := time.Now()
-	for m.tr.step = 0; m.tr.step < ops; m.tr.step++ {
-		if m.window {
-			m.windowOp()
-		} else {
-			m.op()
-		}
-		m.check()
-	}
-	if m.window {
-		m.tr.step = ops
-		m.run()
-		m.check()
-	}
-	t.Logf("seed %d: %d operations in %v: %v", seed, ops, time.Since(start).Round(time.Millisecond), m.counts)
+	m.steps(ops, m.op, m.windowOp, m.check, m.run)
 }
 
 // opts returns the ShardOptions of list.
 func (m *redisModel) opts(list []listEntry) []shardedredis.ShardOptions {
 	out := make([]shardedredis.ShardOptions, len(list))
 	for i, e := range list {
-		out[i] = m.shards[e.server]
+		out[i] = m.servers[e.server]
 		out[i].Name, out[i].Weight = e.name, e.weight
 	}
 	return out
-}
-
-// owner returns the server the client places key on now (as serverOf,
-// without its cost, paid for every key after every operation).
-func (m *redisModel) owner(key string) int {
-	addr := m.c.Shards()[m.c.GetShardInfo(key).Index].Addr
-	i, ok := m.server[addr]
-	if !ok {
-		m.fatalf("%s placed on unknown address %s", key, addr)
-	}
-	return i
 }
 
 // use is the model of a command's first step on key: inside a window, the
@@ -294,14 +85,8 @@ func (m *redisModel) owner(key string) int {
 // new owner, unless a value written in this window is there already; then
 // it is deleted from the old owner). It returns the key's owner.
 func (m *redisModel) use(key string) int {
-	to := m.owner(key)
-	if !m.window {
-		return to
-	}
-	if to != m.to[key] {
-		m.fatalf("%s is placed on server %d inside the window, which placed it on %d at BeginResharding", key, to, m.to[key])
-	}
-	if from := m.from[key]; from != to {
+	to, from := m.placed(key)
+	if from != to {
 		if v, ok := m.store[from][key]; ok {
 			if _, busy := m.store[to][key]; !busy {
 				m.store[to][key] = v
@@ -311,8 +96,6 @@ func (m *redisModel) use(key string) int {
 	}
 	return to
 }
-
-func (m *redisModel) key() string { return m.keys[m.rng.IntN(len(m.keys))] }
 
 // op runs one random operation outside a window.
 func (m *redisModel) op() {
@@ -364,8 +147,7 @@ func (m *redisModel) abandon() {
 	if m.c.Window() != nil {
 		m.fatalf("the window is open after AbandonResharding")
 	}
-	m.window, m.prevList, m.from, m.to = false, nil, nil, nil
-	m.checkList()
+	m.closeWindow()
 	m.checkClosed()
 }
 
@@ -391,7 +173,8 @@ func (m *redisModel) command(kind, key string) {
 		delete(m.store[o], key)
 	case "get":
 		m.tr.logf("GET %s (owner %d)", key, o)
-		m.expectGet(key, m.c.Get(ctx, key), old, had)
+		v, ok, err := redisValue(m.c.Get(ctx, key))
+		m.expectValue("GET", key, v, ok, err, old, had)
 	case "setnx":
 		v := "nx" + strconv.Itoa(m.tr.step)
 		m.tr.logf("SETNX %s %s (owner %d)", key, v, o)
@@ -422,61 +205,34 @@ func b2i(b bool) int {
 	return 0
 }
 
-// expectGet checks a GET's reply against the model's value (had: present).
-func (m *redisModel) expectGet(key string, cmd *goredis.StringCmd, want string, had bool) {
-	m.t.Helper()
+// redisValue returns a GET's value, whether there was one, and any error
+// but redis.Nil.
+func redisValue(cmd *goredis.StringCmd) (string, bool, error) {
 	v, err := cmd.Result()
-	switch {
-	case !had && err != goredis.Nil:
-		m.fatalf("GET %s = %q, %v; want nil (no value on its owner)", key, v, err)
-	case had && (err != nil || v != want):
-		m.fatalf("GET %s = %q, %v; want %q", key, v, err, want)
+	if err == goredis.Nil {
+		return "", false, nil
 	}
+	return v, err == nil, err
 }
 
 // getShard uses the raw client GetShard hands out inside a window: it must
 // be the key's new owner, the key moved there first.
 func (m *redisModel) getShard(key string) {
 	o := m.use(key)
-	old, had := m.store[o][key]
 	cl := m.c.GetShard(key)
-	if want := m.c.Shards()[m.c.GetShardInfo(key).Index].Client; cl != want {
-		m.fatalf("GetShard(%s) is not the client of its owner %d", key, o)
-	}
-	if m.rng.IntN(2) == 0 {
-		m.tr.logf("GetShard(%s).GET (owner %d)", key, o)
-		m.expectGet(key, cl.Get(ctx, key), old, had)
-		return
-	}
-	v := "raw" + strconv.Itoa(m.tr.step)
-	m.tr.logf("GetShard(%s).SET %s (owner %d)", key, v, o)
-	if err := cl.Set(ctx, key, v, 0).Err(); err != nil {
-		m.fatalf("GetShard(%s).SET: %v", key, err)
-	}
-	m.store[o][key] = v
+	m.modelCore.getShard(key, o, rawShard{
+		owners: cl == m.c.Shards()[m.c.GetShardInfo(key).Index].Client,
+		get:    func() (string, bool, error) { return redisValue(cl.Get(ctx, key)) },
+		set:    func(v string) error { return cl.Set(ctx, key, v, 0).Err() },
+	})
 }
 
-// setShards is a cold SetShards: no data moves. A list that renames a
-// server that stays is refused (its keys would move).
+// setShards is a cold SetShards (see modelCore.setShards); the clients of
+// the servers that leave get closed.
 func (m *redisModel) setShards() {
-	next := randomList(m.rng, len(m.shards), m.list, m.rng.IntN(2) == 0)
-	m.tr.logf("SetShards %v (from %v)", next, m.list)
-	err := m.c.SetShards(m.opts(next))
-	if renamesStaying(m.list, next) {
-		var shift *shardedclient.PlacementShiftError
-		if !errors.As(err, &shift) {
-			m.fatalf("SetShards %v renames a server of %v: %v, want a *PlacementShiftError", next, m.list, err)
-		}
-		m.counts["setshards-refused"]++
-		m.checkList()
-		return
+	if m.modelCore.setShards(func(next []listEntry) error { return m.c.SetShards(m.opts(next)) }) {
+		m.checkClosed()
 	}
-	if err != nil {
-		m.fatalf("SetShards %v: %v", next, err)
-	}
-	m.list = next
-	m.checkList()
-	m.checkClosed()
 }
 
 // eject pauses the server of one shard until the client ejects it, writes
@@ -519,29 +275,18 @@ func (m *redisModel) eject() {
 // begin opens a resharding window: the stale copies of the keys each
 // server of the new list receives are removed.
 func (m *redisModel) begin() {
-	next := randomList(m.rng, len(m.shards), m.list, m.rng.IntN(4) == 0)
-	from := map[string]int{}
-	for _, k := range m.keys {
-		from[k] = m.owner(k)
-	}
-	m.tr.logf("BeginResharding %v (from %v)", next, m.list)
-	if err := m.c.BeginResharding(m.opts(next)); err != nil {
-		m.fatalf("BeginResharding %v: %v", next, err)
-	}
-	if m.c.Window() == nil {
-		m.fatalf("no window after BeginResharding")
-	}
-	m.window, m.prevList, m.list, m.from, m.to = true, m.list, next, from, map[string]int{}
-	moving := 0
-	for _, k := range m.keys {
-		m.to[k] = m.owner(k)
-		if m.to[k] != from[k] {
-			delete(m.store[m.to[k]], k)
-			moving++
+	moving := m.modelCore.begin(func(next []listEntry) error {
+		if err := m.c.BeginResharding(m.opts(next)); err != nil {
+			return err
 		}
+		if m.c.Window() == nil {
+			m.fatalf("no window after BeginResharding")
+		}
+		return nil
+	})
+	for _, k := range moving {
+		delete(m.store[m.to[k]], k)
 	}
-	m.tr.logf("  %d of %d keys change owner", moving, len(m.keys))
-	m.checkList()
 }
 
 // misuse checks that the calls out of order inside a window are refused,
@@ -549,15 +294,9 @@ func (m *redisModel) begin() {
 func (m *redisModel) misuse() {
 	switch m.rng.IntN(4) {
 	case 0:
-		m.tr.logf("SetShards in the window")
-		if err := m.c.SetShards(m.opts(randomList(m.rng, len(m.shards), m.list, true))); !errors.Is(err, shardedclient.ErrMoveInProgress) {
-			m.fatalf("SetShards in a window: %v, want ErrMoveInProgress", err)
-		}
+		m.refusedInWindow("SetShards", func(next []listEntry) error { return m.c.SetShards(m.opts(next)) })
 	case 1:
-		m.tr.logf("BeginResharding in the window")
-		if err := m.c.BeginResharding(m.opts(randomList(m.rng, len(m.shards), m.list, false))); !errors.Is(err, shardedclient.ErrMoveInProgress) {
-			m.fatalf("BeginResharding in a window: %v, want ErrMoveInProgress", err)
-		}
+		m.refusedInWindow("BeginResharding", func(next []listEntry) error { return m.c.BeginResharding(m.opts(next)) })
 	case 2:
 		m.tr.logf("EndResharding before the migration")
 		if err := m.c.EndResharding(); !errors.Is(err, shardedredis.ErrMigrationIncomplete) {
@@ -574,7 +313,6 @@ func (m *redisModel) misuse() {
 	if m.c.Window() == nil {
 		m.fatalf("a refused call ended the window")
 	}
-	m.checkList()
 }
 
 // sourceCounts is the model's prediction of one source shard's progress.
@@ -617,7 +355,7 @@ func (m *redisModel) run() {
 				delete(m.store[i], k)
 			}
 		}
-		want["addr:"+m.shards[i].Addr] = p
+		want["addr:"+m.addrs[i]] = p
 	}
 	if err := mig.Run(ctx); err != nil {
 		m.fatalf("Migration.Run: %v", err)
@@ -655,30 +393,16 @@ func (m *redisModel) run() {
 	if m.c.Window() != nil {
 		m.fatalf("the window is still open after the migration")
 	}
-	m.window, m.prevList, m.from, m.to = false, nil, nil, nil
-	m.checkList()
+	m.closeWindow()
 	m.checkClosed()
 }
 
-// checkList checks that the client's shard list is the model's (the shards
-// a window removes follow it).
-func (m *redisModel) checkList() {
-	got := m.c.Shards()
-	want := slices.Clone(m.list)
-	for _, e := range m.prevList {
-		if !slices.ContainsFunc(want, func(n listEntry) bool { return n.server == e.server }) {
-			want = append(want, e)
-		}
-	}
-	if len(got) != len(want) {
-		m.fatalf("client has %d shards, want %d (%v)", len(got), len(want), want)
-	}
-	for i, e := range want {
-		if got[i].Addr != m.shards[e.server].Addr || got[i].Name != e.name {
-			m.fatalf("client's shard %d is %q at %s, want %v", i, got[i].Name, got[i].Addr, e)
-		}
-		if _, seen := m.clients[got[i].Client]; !seen {
-			m.clients[got[i].Client] = false
+// seeClients records the clients of the client's shards, to check that
+// they are closed once they leave (checkClosed).
+func (m *redisModel) seeClients() {
+	for _, sh := range m.c.Shards() {
+		if _, seen := m.clients[sh.Client]; !seen {
+			m.clients[sh.Client] = false
 		}
 	}
 }
@@ -737,21 +461,7 @@ func (m *redisModel) check() {
 			}
 		}
 	}
-	got := make([]map[string]string, len(m.direct))
-	errs := make([]error, len(m.direct))
-	var wg sync.WaitGroup
-	for i, d := range m.direct {
-		wg.Go(func() { got[i], errs[i] = serverContent(d) })
-	}
-	wg.Wait()
-	for i := range m.direct {
-		if errs[i] != nil {
-			m.fatalf("reading server %d: %v", i, errs[i])
-		}
-		if !maps.Equal(got[i], m.store[i]) {
-			m.fatalf("server %d diverges from the model:%s", i, diffStores(got[i], m.store[i]))
-		}
-	}
+	m.checkServers(func(i int) (map[string]string, error) { return serverContent(m.direct[i]) })
 	for i, s := range m.c.Stats() {
 		if s.Ejected {
 			m.fatalf("shard %d (%s) is ejected outside an eject step: a command took over its ReadTimeout", i, s.Addr)
