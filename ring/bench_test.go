@@ -36,7 +36,7 @@ func benchName(nodes, keyLen int) string {
 
 func BenchmarkLocate(b *testing.B) {
 	for _, nodes := range benchNodes {
-		r := mustNew(b, unnamed(nodes))
+		r := mustNew(b, unnamed(nodes), nil)
 		for _, keyLen := range benchKeyLens {
 			keys, _ := benchKeySet(keyLen)
 			b.Run(benchName(nodes, keyLen), func(b *testing.B) {
@@ -57,7 +57,7 @@ func BenchmarkLocate(b *testing.B) {
 // plain binary search over the sorted vnodes instead of the bucket index.
 func BenchmarkLocateBinarySearch(b *testing.B) {
 	for _, nodes := range benchNodes {
-		r := mustNew(b, unnamed(nodes))
+		r := mustNew(b, unnamed(nodes), nil)
 		vnodes := r.vnodes
 		h := r.Hash()
 		for _, keyLen := range benchKeyLens {
@@ -96,7 +96,7 @@ func BenchmarkNew1000(b *testing.B) {
 	nodes := unnamed(1000)
 	b.ReportAllocs()
 	for b.Loop() {
-		r, err := New(nodes, WithReplicas(160))
+		r, err := New(nodes, Jedis{Replicas: 160})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -137,17 +137,17 @@ func BenchmarkJedisMD5(b *testing.B) {
 func BenchmarkLocatePreset(b *testing.B) {
 	presets := []struct {
 		name string
-		opt  Option
+		opt  Preset
 	}{
 		{"jedis", nil},
-		{"ketama", WithKetama()},
-		{"spymemcached", WithKetamaSpymemcached()},
-		{"libmemcached-ketama", WithLibmemcachedKetama(HashOneAtATime, HashOneAtATime)},
-		{"libmemcached-modula", WithLibmemcachedModula(HashOneAtATime)},
-		{"twemproxy-ketama-fnv1a_64", WithTwemproxy(Ketama, HashFNV1a64)},
-		{"twemproxy-modula-fnv1a_64", WithTwemproxy(Modula, HashFNV1a64)},
-		{"goredis-ring", WithGoRedisRing()},
-		{"gomemcache", WithGomemcache()},
+		{"ketama", Libmemcached{Distribution: LibmemcachedKetamaWeighted}},
+		{"spymemcached", Spymemcached{Locator: SpymemcachedKetama}},
+		{"libmemcached-ketama", Libmemcached{Distribution: LibmemcachedKetama, Hash: HashOneAtATime, HashAfter: HashOneAtATime}},
+		{"libmemcached-modula", Libmemcached{Hash: HashOneAtATime}},
+		{"twemproxy-ketama-fnv1a_64", Twemproxy{Hash: HashFNV1a64Low32}},
+		{"twemproxy-modula-fnv1a_64", Twemproxy{Distribution: TwemproxyModula, Hash: HashFNV1a64Low32}},
+		{"goredis-ring", GoRedisRing{}},
+		{"gomemcache", Gomemcache{}},
 	}
 	keys, _ := benchKeySet(16)
 	for _, p := range presets {

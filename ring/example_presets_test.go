@@ -24,10 +24,10 @@ func locateAll(r *ring.Ring, names ...string) {
 //	hash: fnv1a_64
 //	distribution: ketama
 //	servers: [127.0.0.1:7001:1, 127.0.0.1:7002:1, 127.0.0.1:7003:1, 127.0.0.1:7004:1]
-func ExampleWithTwemproxy() {
+func ExampleTwemproxy() {
 	r, err := ring.New([]ring.Node{
 		{Addr: "127.0.0.1:7001"}, {Addr: "127.0.0.1:7002"}, {Addr: "127.0.0.1:7003"}, {Addr: "127.0.0.1:7004"},
-	}, ring.WithTwemproxy(ring.Ketama, ring.HashFNV1a64), ring.WithHashTag("{}"))
+	}, ring.Twemproxy{HashTag: "{}"})
 	if err != nil {
 		panic(err)
 	}
@@ -41,10 +41,10 @@ func ExampleWithTwemproxy() {
 // Coming from libmemcached with MEMCACHED_BEHAVIOR_KETAMA_WEIGHTED, or PHP
 // memcached with OPT_LIBKETAMA_COMPATIBLE: servers in the order they were
 // added.
-func ExampleWithKetama() {
+func ExampleLibmemcached() {
 	r, err := ring.New([]ring.Node{
 		{Addr: "127.0.0.1:11211"}, {Addr: "127.0.0.1:11212"}, {Addr: "127.0.0.1:11213"}, {Addr: "127.0.0.1:11214"},
-	}, ring.WithKetama())
+	}, ring.Libmemcached{Distribution: ring.LibmemcachedKetamaWeighted})
 	if err != nil {
 		panic(err)
 	}
@@ -56,10 +56,10 @@ func ExampleWithKetama() {
 }
 
 // Coming from spymemcached's KetamaConnectionFactory (2.5 or later).
-func ExampleWithKetamaSpymemcached() {
+func ExampleSpymemcached() {
 	r, err := ring.New([]ring.Node{
 		{Addr: "127.0.0.1:11211"}, {Addr: "127.0.0.1:11212"}, {Addr: "127.0.0.1:11213"}, {Addr: "127.0.0.1:11214"},
-	}, ring.WithKetamaSpymemcached())
+	}, ring.Spymemcached{Locator: ring.SpymemcachedKetama})
 	if err != nil {
 		panic(err)
 	}
@@ -71,10 +71,10 @@ func ExampleWithKetamaSpymemcached() {
 }
 
 // Coming from libmemcached's default (MODULA with one-at-a-time).
-func ExampleWithLibmemcachedModula() {
+func ExampleLibmemcached_modula() {
 	r, err := ring.New([]ring.Node{
 		{Addr: "127.0.0.1:11211"}, {Addr: "127.0.0.1:11212"}, {Addr: "127.0.0.1:11213"}, {Addr: "127.0.0.1:11214"},
-	}, ring.WithLibmemcachedModula(ring.HashOneAtATime))
+	}, ring.Libmemcached{Hash: ring.HashOneAtATime})
 	if err != nil {
 		panic(err)
 	}
@@ -87,9 +87,9 @@ func ExampleWithLibmemcachedModula() {
 
 // Coming from go-redis's Ring: the shard names of RingOptions.Addrs (the
 // addresses play no part).
-func ExampleWithGoRedisRing() {
+func ExampleGoRedisRing() {
 	names := []string{"shard-a", "shard-b", "shard-c"}
-	r, err := ring.New([]ring.Node{{Name: names[0]}, {Name: names[1]}, {Name: names[2]}}, ring.WithGoRedisRing())
+	r, err := ring.New([]ring.Node{{Name: names[0]}, {Name: names[1]}, {Name: names[2]}}, ring.GoRedisRing{})
 	if err != nil {
 		panic(err)
 	}
@@ -102,10 +102,10 @@ func ExampleWithGoRedisRing() {
 
 // Coming from gomemcache's memcache.New(servers...): the same list. Plan the
 // move to a consistent ring with Compare's exact figures.
-func ExampleWithGomemcache() {
+func ExampleGomemcache() {
 	r, err := ring.New([]ring.Node{
 		{Addr: "127.0.0.1:11211"}, {Addr: "127.0.0.1:11212"}, {Addr: "127.0.0.1:11213"}, {Addr: "127.0.0.1:11214"},
-	}, ring.WithGomemcache())
+	}, ring.Gomemcache{})
 	if err != nil {
 		panic(err)
 	}

@@ -8,7 +8,7 @@ import (
 )
 
 func ExampleNew() {
-	r, err := ring.New([]ring.Node{{Name: "redis-a"}, {Name: "redis-b"}, {Name: "redis-c"}})
+	r, err := ring.New([]ring.Node{{Name: "redis-a"}, {Name: "redis-b"}, {Name: "redis-c"}}, nil)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -28,11 +28,15 @@ func ExampleNew() {
 }
 
 func ExampleRing_Shares() {
-	r, err := ring.New([]ring.Node{{Name: "redis-a"}, {Name: "redis-b"}, {Name: "redis-c"}})
+	r, err := ring.New([]ring.Node{{Name: "redis-a"}, {Name: "redis-b"}, {Name: "redis-c"}}, nil)
 	if err != nil {
 		log.Fatal(err)
 	}
-	for i, s := range r.Shares() {
+	shares, err := r.Shares()
+	if err != nil {
+		log.Fatal(err)
+	}
+	for i, s := range shares {
 		fmt.Printf("%s %.4f\n", r.Nodes()[i].Name, s)
 	}
 	// Output:
@@ -41,8 +45,26 @@ func ExampleRing_Shares() {
 	// redis-c 0.3171
 }
 
+// With twemproxy's "crc32" hash, keys hash below 2^15 while ketama's points
+// spread over 32 bits: one node owns every key, and Shares says so.
+func ExampleRing_Shares_crc32() {
+	r, err := ring.New([]ring.Node{
+		{Addr: "127.0.0.1:7001"}, {Addr: "127.0.0.1:7002"}, {Addr: "127.0.0.1:7003"}, {Addr: "127.0.0.1:7004"},
+	}, ring.Twemproxy{Hash: ring.HashCRC32Bits16to30})
+	if err != nil {
+		log.Fatal(err)
+	}
+	shares, err := r.Shares()
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(shares)
+	// Output:
+	// [0 0 1 0]
+}
+
 func ExampleCompare() {
-	old, err := ring.New([]ring.Node{{Name: "redis-a"}, {Name: "redis-b"}, {Name: "redis-c"}})
+	old, err := ring.New([]ring.Node{{Name: "redis-a"}, {Name: "redis-b"}, {Name: "redis-c"}}, nil)
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -65,8 +65,8 @@ func TestGoldenMurmur64A(t *testing.T) {
 		if got != u || int64(got) != signed {
 			t.Errorf("Murmur64A(%s) = %x (%d), want %x (%d)", row[3], got, int64(got), u, signed)
 		}
-		if p := MurmurHash64A.Point(data); p != u^(1<<63) {
-			t.Errorf("MurmurHash64A.Point(%s) = %x, want %x", row[3], p, u^(1<<63))
+		if p := HashMurmur64A.Point(data); p != u^(1<<63) {
+			t.Errorf("HashMurmur64A.Point(%s) = %x, want %x", row[3], p, u^(1<<63))
 		}
 		if row[0] == "str" && unquote(t, row[3]) != string(data) {
 			t.Errorf("row %s: quoted key and hex bytes differ", row[3])
@@ -85,8 +85,8 @@ func TestGoldenJedisMD5(t *testing.T) {
 			t.Fatal(err)
 		}
 		want, _ := strconv.ParseUint(row[4], 10, 64)
-		if got := JedisMD5.Point(data); got != want {
-			t.Errorf("JedisMD5.Point(%s) = %d, want %d", row[3], got, want)
+		if got := HashMD5.Point(data); got != want {
+			t.Errorf("HashMD5.Point(%s) = %d, want %d", row[3], got, want)
 		}
 	}
 	if len(rows) != 376 {
@@ -107,20 +107,20 @@ func goldenRing(t *testing.T, path, header string) (*Ring, bool) {
 	if cfg == nil {
 		t.Fatalf("%s: no config in header %q", path, header)
 	}
-	var opts []Option
+	var p Jedis
 	switch cfg[1] {
 	case "Hashing.MURMUR_HASH":
 	case "Hashing.MD5":
-		opts = append(opts, WithHash(JedisMD5))
+		p.Hash = HashMD5
 	default:
 		t.Fatalf("%s: unknown hashing %s", path, cfg[1])
 	}
 	tags := cfg[2] != "none"
 	if tags {
-		opts = append(opts, WithKeyTags())
+		p.KeyTags = true
 	}
 	if strings.Contains(filepath.Base(path), "__jedis-2.0.0-2.9") {
-		opts = append(opts, WithJedisLegacyNames())
+		p.LegacyNames = true
 	}
 	var nodes []Node
 	for _, m := range shardRE.FindAllStringSubmatch(cfg[3], -1) {
@@ -131,7 +131,7 @@ func goldenRing(t *testing.T, path, header string) (*Ring, bool) {
 		w, _ := strconv.Atoi(m[3])
 		nodes = append(nodes, Node{Name: name, Weight: w})
 	}
-	r, err := New(nodes, opts...)
+	r, err := New(nodes, p)
 	if err != nil {
 		t.Fatalf("%s: New: %v", path, err)
 	}

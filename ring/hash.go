@@ -11,8 +11,13 @@ import (
 // a hash whose peer orders its values otherwise (Jedis orders signed Java
 // longs) maps them to points that keep the peer's order.
 //
-// The set of hashes is closed (the package's variables), so placement stays
-// exact and the lookup stays allocation-free.
+// The set of hashes is closed (the package's Hash variables), so placement
+// stays exact and the lookup stays allocation-free. The zero Hash is no
+// hash: in a preset's Hash field it stands for the peer's default hash; its
+// Point is 0 and its Bits 0.
+//
+// Each hash is named after what it computes; the package documentation
+// lists, for each, its output width and what each peer calls it.
 type Hash struct {
 	kind hashKind
 }
@@ -20,94 +25,134 @@ type Hash struct {
 type hashKind uint8
 
 const (
-	kindMurmur64A hashKind = iota
-	kindJedisMD5
-	kindFNV1a64
-	kindFNV164
+	kindNone hashKind = iota
+	kindMurmur64A
+	kindMD5
+	kindFNV1a64Low32
+	kindFNV164Low32
 	kindFNV1a32
 	kindFNV132
 	kindOneAtATime
-	kindCRC16
+	kindCRC16Twemproxy
+	kindCRC32Bits16to30
 	kindCRC32
-	kindCRC32a
-	kindMurmur
+	kindMurmur2
 	kindMurmur3
-	kindJenkins
-	kindHsieh
+	kindLookup3
+	kindHsiehTwemproxy
 	kindXXHash64
-	kindGomemcacheCRC32
+	kindCRC32First256
+	kindJavaStringHashCode
 	numKinds
 )
 
-// hashes names every hash and gives its ring width; Point computes it.
+// hashes names every hash and gives the width of its output in bits;
+// uniform is false for a hash whose values are not spread over one fixed
+// range for keys in general (Shares and Compare refuse it).
 var hashes = [numKinds]struct {
-	name string
-	bits int
+	name    string
+	bits    int
+	uniform bool
 }{
-	kindMurmur64A:       {"MurmurHash64A", 64},
-	kindJedisMD5:        {"JedisMD5", 32},
-	kindFNV1a64:         {"fnv1a_64", 32},
-	kindFNV164:          {"fnv1_64", 32},
-	kindFNV1a32:         {"fnv1a_32", 32},
-	kindFNV132:          {"fnv1_32", 32},
-	kindOneAtATime:      {"one_at_a_time", 32},
-	kindCRC16:           {"crc16", 32},
-	kindCRC32:           {"crc32", 32},
-	kindCRC32a:          {"crc32a", 32},
-	kindMurmur:          {"murmur", 32},
-	kindMurmur3:         {"murmur3", 32},
-	kindJenkins:         {"jenkins", 32},
-	kindHsieh:           {"hsieh", 32},
-	kindXXHash64:        {"xxhash64", 64},
-	kindGomemcacheCRC32: {"gomemcache_crc32", 32},
+	kindNone:               {"none", 0, false},
+	kindMurmur64A:          {"Murmur64A", 64, true},
+	kindMD5:                {"MD5", 32, true},
+	kindFNV1a64Low32:       {"FNV1a64Low32", 32, true},
+	kindFNV164Low32:        {"FNV164Low32", 32, true},
+	kindFNV1a32:            {"FNV1a32", 32, true},
+	kindFNV132:             {"FNV132", 32, true},
+	kindOneAtATime:         {"OneAtATime", 32, true},
+	kindCRC16Twemproxy:     {"CRC16Twemproxy", 32, false},
+	kindCRC32Bits16to30:    {"CRC32Bits16to30", 15, true},
+	kindCRC32:              {"CRC32", 32, true},
+	kindMurmur2:            {"Murmur2", 32, true},
+	kindMurmur3:            {"Murmur3", 32, true},
+	kindLookup3:            {"Lookup3", 32, true},
+	kindHsiehTwemproxy:     {"HsiehTwemproxy", 32, true},
+	kindXXHash64:           {"XXHash64", 64, true},
+	kindCRC32First256:      {"CRC32First256", 32, true},
+	kindJavaStringHashCode: {"JavaStringHashCode", 32, true},
 }
 
+// The hashes. Each is also a plain function (named in its comment) whose
+// documentation gives the exact definition, quirks included; the package
+// documentation has the table of peer names.
 var (
-	// MurmurHash64A is Jedis's Hashing.MURMUR_HASH: Austin Appleby's
-	// MurmurHash64A with seed 0x1234ABCD over the key's bytes. Jedis reads the
-	// result as a signed Java long; the point is that value with its sign bit
-	// flipped, so the unsigned order of points is Java's signed order.
-	// The ring is 64 bits wide. It is the default.
-	MurmurHash64A = Hash{kindMurmur64A}
-
-	// JedisMD5 is Jedis's Hashing.MD5, which is also libketama's,
-	// libmemcached's and twemproxy's "md5" key hash: the first four bytes of
-	// the key's MD5 digest read as a little-endian unsigned 32-bit integer
-	// (MD5Sum32). The ring is 32 bits wide, so vnode collisions are possible
-	// on large rings.
-	JedisMD5 = Hash{kindJedisMD5}
-
-	// The key hashes of twemproxy 0.5.0 and libmemcached 1.1.4 (32 bits;
-	// see the functions of the same algorithms for their exact
-	// definitions, quirks included), go-redis's and gomemcache's.
-	HashFNV1a64         = Hash{kindFNV1a64}         // twemproxy "fnv1a_64" (its default), libmemcached FNV1A_64: FNV1a64Twemproxy
-	HashFNV164          = Hash{kindFNV164}          // "fnv1_64": FNV164
-	HashFNV1a32         = Hash{kindFNV1a32}         // "fnv1a_32": FNV1a32
-	HashFNV132          = Hash{kindFNV132}          // "fnv1_32": FNV132
-	HashOneAtATime      = Hash{kindOneAtATime}      // "one_at_a_time", libmemcached's default: OneAtATime
-	HashCRC16           = Hash{kindCRC16}           // twemproxy "crc16": CRC16Twemproxy
-	HashCRC32           = Hash{kindCRC32}           // twemproxy "crc32", libmemcached CRC (15 bits): CRC32Twemproxy
-	HashCRC32a          = Hash{kindCRC32a}          // twemproxy "crc32a": CRC32a
-	HashMurmur          = Hash{kindMurmur}          // "murmur", MurmurHash2: Murmur2Twemproxy
-	HashMurmur3         = Hash{kindMurmur3}         // libmemcached MURMUR3: Murmur3Libmemcached
-	HashJenkins         = Hash{kindJenkins}         // "jenkins", lookup3: Jenkins
-	HashHsieh           = Hash{kindHsieh}           // "hsieh": Hsieh
-	HashXXHash64        = Hash{kindXXHash64}        // go-redis Ring's key hash: XXHash64 (64 bits)
-	HashGomemcacheCRC32 = Hash{kindGomemcacheCRC32} // gomemcache ServerList: GomemcacheCRC32
+	// HashMurmur64A is MurmurHash64A with seed 0x1234ABCD (JedisMurmurSeed):
+	// Jedis's Hashing.MURMUR_HASH (Murmur64A). Jedis reads the result as a
+	// signed Java long; the point is that value with its sign bit flipped,
+	// so the unsigned order of points is Java's signed order. 64 bits.
+	HashMurmur64A = Hash{kindMurmur64A}
+	// HashMD5 is the first four bytes of the key's MD5 digest read as a
+	// little-endian uint32 (MD5Sum32): "md5" in twemproxy, MEMCACHED_HASH_MD5
+	// in libmemcached, Hashing.MD5 in Jedis, KETAMA_HASH in spymemcached.
+	HashMD5 = Hash{kindMD5}
+	// HashFNV1a64Low32 is FNV-1a 64 computed in its low 32 bits, bytes
+	// sign-extended (FNV1a64Twemproxy): twemproxy's "fnv1a_64" (its
+	// default) and libmemcached's FNV1A_64. 32 bits, not 64.
+	HashFNV1a64Low32 = Hash{kindFNV1a64Low32}
+	// HashFNV164Low32 is the low 32 bits of FNV-1 64, bytes sign-extended
+	// (FNV164): twemproxy's "fnv1_64", libmemcached's FNV1_64.
+	HashFNV164Low32 = Hash{kindFNV164Low32}
+	// HashFNV1a32 is FNV-1a 32, bytes sign-extended (FNV1a32): "fnv1a_32".
+	HashFNV1a32 = Hash{kindFNV1a32}
+	// HashFNV132 is FNV-1 32, bytes sign-extended (FNV132): "fnv1_32".
+	HashFNV132 = Hash{kindFNV132}
+	// HashOneAtATime is Bob Jenkins' one-at-a-time hash, bytes
+	// sign-extended (OneAtATime): twemproxy's "one_at_a_time",
+	// libmemcached's ONE_AT_A_TIME and DEFAULT (its default hash).
+	HashOneAtATime = Hash{kindOneAtATime}
+	// HashCRC16Twemproxy is CRC-16/XMODEM run in an unmasked 32-bit
+	// register (CRC16Twemproxy): twemproxy's "crc16". Its values for keys of
+	// one or two bytes stay below 2^16 or 2^24, so it is not uniform over
+	// one range: Shares and Compare refuse it (ErrInexact).
+	HashCRC16Twemproxy = Hash{kindCRC16Twemproxy}
+	// HashCRC32Bits16to30 is bits 16 to 30 of the standard CRC-32, a value
+	// below 2^15 (CRC32Twemproxy): twemproxy's "crc32", libmemcached's CRC,
+	// spymemcached's CRC_HASH. 15 bits.
+	HashCRC32Bits16to30 = Hash{kindCRC32Bits16to30}
+	// HashCRC32 is the standard CRC-32 (IEEE, crc32.ChecksumIEEE; CRC32a):
+	// twemproxy's "crc32a".
+	HashCRC32 = Hash{kindCRC32}
+	// HashCRC32First256 is the standard CRC-32 of the key's first 256
+	// bytes (GomemcacheCRC32): gomemcache's ServerList.
+	HashCRC32First256 = Hash{kindCRC32First256}
+	// HashMurmur2 is 32-bit MurmurHash2 with seed 0xdeadbeef*len
+	// (Murmur2Twemproxy): twemproxy's "murmur", libmemcached's MURMUR.
+	HashMurmur2 = Hash{kindMurmur2}
+	// HashMurmur3 is MurmurHash3 x86_32 with seed 0xdeadbeef*len
+	// (Murmur3Libmemcached): libmemcached's MURMUR3.
+	HashMurmur3 = Hash{kindMurmur3}
+	// HashLookup3 is Bob Jenkins' lookup3 hashlittle with initval 13
+	// (Jenkins): twemproxy's "jenkins", libmemcached's JENKINS.
+	HashLookup3 = Hash{kindLookup3}
+	// HashHsiehTwemproxy is Paul Hsieh's SuperFastHash started at 0 instead
+	// of the key length (Hsieh): twemproxy's "hsieh".
+	HashHsiehTwemproxy = Hash{kindHsiehTwemproxy}
+	// HashXXHash64 is 64-bit xxHash, seed 0 (XXHash64): go-redis Ring's key
+	// and name hash. 64 bits.
+	HashXXHash64 = Hash{kindXXHash64}
+	// HashJavaStringHashCode is Java's String.hashCode() of the key read as
+	// UTF-8, as an unsigned 32-bit value (JavaStringHashCode):
+	// spymemcached's NATIVE_HASH, its DefaultConnectionFactory's hash.
+	HashJavaStringHashCode = Hash{kindJavaStringHashCode}
 )
 
 // JedisMurmurSeed is the seed Jedis passes to MurmurHash64A.
 const JedisMurmurSeed = 0x1234ABCD
 
-// String returns the hash's name, e.g. "MurmurHash64A" or "fnv1a_64".
+// String returns the hash's name: its variable's name without "Hash", e.g.
+// "Murmur64A" or "FNV1a64Low32"; "none" for the zero Hash.
 func (h Hash) String() string {
-	if !h.valid() {
+	if h.kind >= numKinds {
 		return "unknown"
 	}
 	return hashes[h.kind].name
 }
 
-// Bits returns the width of the ring in bits: every point is below 2^Bits.
+// Bits returns the width of the hash's output in bits: every point is below
+// 2^Bits (15 for HashCRC32Bits16to30, 64 for HashMurmur64A and
+// HashXXHash64, 32 for the others; 0 for the zero Hash).
 func (h Hash) Bits() int { return hashes[h.kind].bits }
 
 // Point returns the point of key on the ring, below 2^Bits. (A switch of
@@ -117,11 +162,11 @@ func (h Hash) Point(key []byte) uint64 {
 	switch h.kind {
 	case kindMurmur64A:
 		return Murmur64A(key, JedisMurmurSeed) ^ (1 << 63)
-	case kindJedisMD5:
+	case kindMD5:
 		return uint64(MD5Sum32(key))
-	case kindFNV1a64:
+	case kindFNV1a64Low32:
 		return uint64(FNV1a64Twemproxy(key))
-	case kindFNV164:
+	case kindFNV164Low32:
 		return uint64(FNV164(key))
 	case kindFNV1a32:
 		return uint64(FNV1a32(key))
@@ -129,31 +174,32 @@ func (h Hash) Point(key []byte) uint64 {
 		return uint64(FNV132(key))
 	case kindOneAtATime:
 		return uint64(OneAtATime(key))
-	case kindCRC16:
+	case kindCRC16Twemproxy:
 		return uint64(CRC16Twemproxy(key))
-	case kindCRC32:
+	case kindCRC32Bits16to30:
 		return uint64(CRC32Twemproxy(key))
-	case kindCRC32a:
+	case kindCRC32:
 		return uint64(CRC32a(key))
-	case kindMurmur:
+	case kindMurmur2:
 		return uint64(Murmur2Twemproxy(key))
 	case kindMurmur3:
 		return uint64(Murmur3Libmemcached(key))
-	case kindJenkins:
+	case kindLookup3:
 		return uint64(Jenkins(key))
-	case kindHsieh:
+	case kindHsiehTwemproxy:
 		return uint64(Hsieh(key))
 	case kindXXHash64:
 		return XXHash64(key)
-	case kindGomemcacheCRC32:
+	case kindCRC32First256:
 		return uint64(GomemcacheCRC32(key))
+	case kindJavaStringHashCode:
+		return uint64(JavaStringHashCode(key))
 	}
 	return 0
 }
 
-// valid reports whether h is one of the package's hashes (the zero Hash is
-// MurmurHash64A).
-func (h Hash) valid() bool { return h.kind < numKinds }
+// valid reports whether h is one of the package's hashes.
+func (h Hash) valid() bool { return h.kind > kindNone && h.kind < numKinds }
 
 // XXHash64 returns the 64-bit xxHash of data (seed 0), the key and name hash
 // of go-redis's Ring, from github.com/cespare/xxhash/v2.

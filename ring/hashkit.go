@@ -29,6 +29,8 @@ import (
 	"encoding/binary"
 	"hash/crc32"
 	"math/bits"
+	"unicode/utf16"
+	"unicode/utf8"
 )
 
 // hkSX32 is a C signed char promoted to uint32: bytes >= 0x80 are
@@ -385,5 +387,34 @@ func Hsieh(key []byte) uint32 {
 	h += h >> 17
 	h ^= h << 25
 	h += h >> 6
+	return h
+}
+
+// JavaStringHashCode is Java's String.hashCode() of key, read as UTF-8,
+// returned as the unsigned 32-bit value spymemcached's NATIVE_HASH keeps
+// (hashCode() & 0xffffffff): h = 31*h + c over the string's UTF-16 code
+// units, mod 2^32, from h = 0. A code point above U+FFFF counts as its two
+// surrogates. Bytes that are not valid UTF-8 count as U+FFFD each, as Go
+// decodes them (a Java String holds no such bytes; Java's decoder may map
+// a malformed sequence to fewer U+FFFD). "key:0" gives 0x061389d5 (101943765);
+// the empty key gives 0.
+func JavaStringHashCode(key []byte) uint32 {
+	var h uint32
+	for len(key) > 0 {
+		b := key[0]
+		if b < utf8.RuneSelf {
+			h = 31*h + uint32(b)
+			key = key[1:]
+			continue
+		}
+		r, size := utf8.DecodeRune(key)
+		key = key[size:]
+		if r >= 0x10000 {
+			hi, lo := utf16.EncodeRune(r)
+			h = 31*(31*h+uint32(hi)) + uint32(lo)
+			continue
+		}
+		h = 31*h + uint32(r)
+	}
 	return h
 }

@@ -45,14 +45,14 @@ func TestGoldenKetama(t *testing.T) {
 	cases := []struct {
 		file  string
 		nodes []Node
-		opt   Option
+		opt   Preset
 		want  []int // per-node key counts from the file's header
 	}{
-		{"libmemcached_ketama_weighted", localNodes([]int{11211, 11212, 11213, 11214}, nil, nil), WithKetama(), []int{698, 801, 766, 833}},
-		{"spymemcached_ketama_default", localNodes([]int{11211, 11212, 11213, 11214}, nil, nil), WithKetamaSpymemcached(), []int{799, 735, 813, 751}},
-		{"twemproxy_ketama_md5", localNodes([]int{7001, 7002, 7003, 7004}, nil, nil), WithKetama(), []int{746, 705, 845, 802}},
-		{"twemproxy_ketama_named_md5", localNodes([]int{7003, 7001, 7004, 7002}, nil, []string{"cache-a", "cache-b", "cache-c", "cache-d"}), WithKetama(), []int{826, 762, 761, 749}},
-		{"twemproxy_ketama_weighted_md5", localNodes([]int{7001, 7002, 7003, 7004}, []int{1, 2, 1, 3}, nil), WithKetama(), []int{411, 846, 431, 1410}},
+		{"libmemcached_ketama_weighted", localNodes([]int{11211, 11212, 11213, 11214}, nil, nil), Libmemcached{Distribution: LibmemcachedKetamaWeighted}, []int{698, 801, 766, 833}},
+		{"spymemcached_ketama_default", localNodes([]int{11211, 11212, 11213, 11214}, nil, nil), Spymemcached{Locator: SpymemcachedKetama}, []int{799, 735, 813, 751}},
+		{"twemproxy_ketama_md5", localNodes([]int{7001, 7002, 7003, 7004}, nil, nil), Libmemcached{Distribution: LibmemcachedKetamaWeighted}, []int{746, 705, 845, 802}},
+		{"twemproxy_ketama_named_md5", localNodes([]int{7003, 7001, 7004, 7002}, nil, []string{"cache-a", "cache-b", "cache-c", "cache-d"}), Libmemcached{Distribution: LibmemcachedKetamaWeighted}, []int{826, 762, 761, 749}},
+		{"twemproxy_ketama_weighted_md5", localNodes([]int{7001, 7002, 7003, 7004}, []int{1, 2, 1, 3}, nil), Libmemcached{Distribution: LibmemcachedKetamaWeighted}, []int{411, 846, 431, 1410}},
 	}
 	for _, c := range cases {
 		t.Run(c.file, func(t *testing.T) {
@@ -83,7 +83,7 @@ func checkRouting(t *testing.T, path string, r *Ring, want []int) {
 // with equal weights the live servers keep their points, so Remove gives
 // the same placement (indices above the removed one shift down by one).
 func TestGoldenKetamaEject(t *testing.T) {
-	r, err := New(localNodes([]int{7001, 7002, 7003, 7004}, nil, nil), WithKetama())
+	r, err := New(localNodes([]int{7001, 7002, 7003, 7004}, nil, nil), Libmemcached{Distribution: LibmemcachedKetamaWeighted})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,7 +125,7 @@ func TestKetamaPointCounts(t *testing.T) {
 				nodes[i].Weight = c.weights[i]
 			}
 		}
-		r, err := New(nodes, WithKetama())
+		r, err := New(nodes, Libmemcached{Distribution: LibmemcachedKetamaWeighted})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -138,26 +138,32 @@ func TestKetamaPointCounts(t *testing.T) {
 func TestKetamaErrors(t *testing.T) {
 	for _, c := range []struct {
 		nodes []Node
-		opts  []Option
+		p     Preset
 		want  string
 	}{
 		{[]Node{{Addr: "a:1"}, {}}, nil, "node 1: ketama needs a name or an address"},
 		{[]Node{{Addr: "h:11211"}, {Name: "h"}}, nil, `nodes 0 and 1 have the same ketama label "h"`},
-		{[]Node{{Name: "a"}}, []Option{WithReplicas(100)}, "replicas 100"},
-		{[]Node{{Name: "a"}}, []Option{WithHash(MurmurHash64A)}, "key hash MurmurHash64A is 64-bit"},
-		{[]Node{{Name: "a"}}, []Option{WithJedisLegacyNames()}, "legacy names"},
+		{[]Node{{Name: "a"}}, Libmemcached{Distribution: LibmemcachedKetamaWeighted, Hash: HashCRC32}, "the peer has no hash CRC32"},
+		{[]Node{{Name: "a"}}, Libmemcached{Distribution: LibmemcachedKetamaWeighted, Hash: HashMurmur3}, "KETAMA_WEIGHTED sets the hash to MD5"},
+		{[]Node{{Name: "a"}}, Twemproxy{Hash: HashMurmur64A}, "the peer has no hash Murmur64A"},
 		{[]Node{{Name: "a", Weight: 1 << 25}}, nil, "total weight exceeds"},
+		{[]Node{{Name: "a", Weight: 1000}, {Name: "b"}}, nil, `node 1 ("b"): weight 1 of 1001 in all gives it no ketama point`},
+		{[]Node{{Name: "a", Weight: 2}}, Libmemcached{Distribution: LibmemcachedKetama}, `node 0 ("a"): weight 2, but Libmemcached{distribution: KETAMA} ignores weights`},
 	} {
-		_, err := New(c.nodes, append([]Option{WithKetama()}, c.opts...)...)
+		p := c.p
+		if p == nil {
+			p = Libmemcached{Distribution: LibmemcachedKetamaWeighted}
+		}
+		_, err := New(c.nodes, p)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("New(%v): %v, want %q", c.nodes, err, c.want)
 		}
 	}
 	// Labels: port 11211 dropped for libketama, kept for spymemcached.
-	if _, err := New([]Node{{Addr: "h:11211"}, {Addr: "h"}}, WithKetama()); err == nil {
+	if _, err := New([]Node{{Addr: "h:11211"}, {Addr: "h"}}, Libmemcached{Distribution: LibmemcachedKetamaWeighted}); err == nil {
 		t.Error("h:11211 and h share the label h under libketama")
 	}
-	if _, err := New([]Node{{Addr: "h:11211"}, {Addr: "h"}}, WithKetamaSpymemcached()); err != nil {
+	if _, err := New([]Node{{Addr: "h:11211"}, {Addr: "h"}}, Spymemcached{Locator: SpymemcachedKetama}); err != nil {
 		t.Errorf("spymemcached labels h:11211 and h differ: %v", err)
 	}
 }

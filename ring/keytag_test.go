@@ -106,14 +106,14 @@ var fuzzRings struct {
 
 func fuzzRing(t *testing.T, nodes int, tags, md5 bool) *Ring {
 	key := [3]int{nodes, 0, 0}
-	var opts []Option
+	var p Jedis
 	if tags {
 		key[1] = 1
-		opts = append(opts, WithKeyTags())
+		p.KeyTags = true
 	}
 	if md5 {
 		key[2] = 1
-		opts = append(opts, WithHash(JedisMD5))
+		p.Hash = HashMD5
 	}
 	fuzzRings.Lock()
 	defer fuzzRings.Unlock()
@@ -127,7 +127,7 @@ func fuzzRing(t *testing.T, nodes int, tags, md5 bool) *Ring {
 		}
 		list[i].Weight = i % 4 // 0 (means 1), 1, 2, 3
 	}
-	r, err := New(list, opts...)
+	r, err := New(list, p)
 	if err != nil {
 		t.Fatalf("New(%v): %v", list, err)
 	}

@@ -19,8 +19,8 @@ func TestPlanExactness(t *testing.T) {
 	base := []Node{{Name: "a", Addr: "10.0.0.1:11211"}, {Name: "b", Addr: "10.0.0.2:11211"}, {Name: "c", Addr: "10.0.0.3:11211"}, {Name: "d", Addr: "10.0.0.4:11211"}}
 	for _, preset := range []struct {
 		name string
-		opt  Option
-	}{{"jedis", nil}, {"ketama", WithKetama()}} {
+		opt  Preset
+	}{{"jedis", nil}, {"ketama", Libmemcached{Distribution: LibmemcachedKetamaWeighted}}} {
 		before := mustNew(t, base, preset.opt)
 		for _, change := range []struct {
 			name  string

@@ -13,13 +13,13 @@ func TestGoldenPresets(t *testing.T) {
 	cases := []struct {
 		file  string
 		nodes []Node
-		opt   Option
+		opt   Preset
 		want  []int // per-node key counts from the file's header
 	}{
-		{"twemproxy_ketama_fnv1a_64", tw, WithTwemproxy(Ketama, HashFNV1a64), []int{994, 887, 330, 887}},
-		{"twemproxy_modula_fnv1a_64", tw, WithTwemproxy(Modula, HashFNV1a64), []int{774, 772, 773, 779}},
-		{"libmemcached_modula_default", mc, WithLibmemcachedModula(HashOneAtATime), nil},
-		{"gomemcache_default_serverlist", mc, WithGomemcache(), []int{769, 770, 776, 783}},
+		{"twemproxy_ketama_fnv1a_64", tw, Twemproxy{Hash: HashFNV1a64Low32}, []int{994, 887, 330, 887}},
+		{"twemproxy_modula_fnv1a_64", tw, Twemproxy{Distribution: TwemproxyModula, Hash: HashFNV1a64Low32}, []int{774, 772, 773, 779}},
+		{"libmemcached_modula_default", mc, Libmemcached{Hash: HashOneAtATime}, nil},
+		{"gomemcache_default_serverlist", mc, Gomemcache{}, []int{769, 770, 776, 783}},
 	}
 	for _, c := range cases {
 		t.Run(c.file, func(t *testing.T) {
@@ -31,7 +31,7 @@ func TestGoldenPresets(t *testing.T) {
 // go-redis Ring: rendezvous over the shard names, keys by name.
 func TestGoldenGoRedisRing(t *testing.T) {
 	names := []string{"shard-a", "shard-b", "shard-c"}
-	r, err := New([]Node{{Name: names[0]}, {Name: names[1]}, {Name: names[2]}}, WithGoRedisRing())
+	r, err := New([]Node{{Name: names[0]}, {Name: names[1]}, {Name: names[2]}}, GoRedisRing{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +48,7 @@ func TestGoldenGoRedisRing(t *testing.T) {
 	if fmt.Sprint(counts) != "map[shard-a:1024 shard-b:953 shard-c:1037]" {
 		t.Errorf("counts %v", counts)
 	}
-	if _, err := New([]Node{{Name: "a"}, {}}, WithGoRedisRing()); err == nil || !strings.Contains(err.Error(), "node 1: rendezvous hashing needs a name") {
+	if _, err := New([]Node{{Name: "a"}, {}}, GoRedisRing{}); err == nil || !strings.Contains(err.Error(), "node 1: rendezvous hashing needs a name") {
 		t.Errorf("unnamed rendezvous node: %v", err)
 	}
 }
@@ -63,13 +63,13 @@ func TestEject(t *testing.T) {
 	named := []Node{{Name: "a"}, {Name: "b"}, {Name: "c"}, {Name: "d"}}
 	for _, c := range []struct {
 		name       string
-		opt        Option
+		opt        Preset
 		onlyEjects bool // only the ejected node's keys move
 	}{
 		{"jedis", nil, true},
-		{"ketama", WithKetama(), true},
-		{"rendezvous", WithGoRedisRing(), true},
-		{"modula", WithLibmemcachedModula(HashOneAtATime), false},
+		{"ketama", Libmemcached{Distribution: LibmemcachedKetamaWeighted}, true},
+		{"rendezvous", GoRedisRing{}, true},
+		{"modula", Libmemcached{Hash: HashOneAtATime}, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r, err := New(named, c.opt)
@@ -121,7 +121,7 @@ func TestEject(t *testing.T) {
 // Weighted ketama ejection rescales the live weights (twemproxy): keys move
 // between live nodes too, as in twemproxy's observed 305 of 3098.
 func TestEjectWeightedKetamaRescales(t *testing.T) {
-	r, err := New(localNodes([]int{7001, 7002, 7003, 7004}, []int{1, 2, 1, 3}, nil), WithTwemproxy(Ketama, JedisMD5))
+	r, err := New(localNodes([]int{7001, 7002, 7003, 7004}, []int{1, 2, 1, 3}, nil), Twemproxy{Hash: HashMD5})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,14 +152,14 @@ func TestHashTagPairs(t *testing.T) {
 	if got := dollar.pair("a$b$c"); got != "b" {
 		t.Errorf("$$ tag of a$b$c = %q", got)
 	}
-	r, err := New([]Node{{Name: "a"}, {Name: "b"}, {Name: "c"}}, WithKetama(), WithHashTag("{}"))
+	r, err := New([]Node{{Name: "a"}, {Name: "b"}, {Name: "c"}}, Twemproxy{Hash: HashMD5, HashTag: "{}"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if r.Locate("{user1000}.following") != r.Locate("user1000") || r.LocateBytes([]byte("x{user1000}")) != r.Locate("user1000") {
 		t.Error("tagged keys are not placed by their tag")
 	}
-	if _, err := New([]Node{{Name: "a"}}, WithHashTag("{")); err == nil {
+	if _, err := New([]Node{{Name: "a"}}, Twemproxy{HashTag: "{"}); err == nil {
 		t.Error(`hash tag "{" accepted`)
 	}
 }
@@ -171,27 +171,30 @@ func TestCompareNonRingPresets(t *testing.T) {
 	for i := range keys {
 		keys[i] = fmt.Sprintf("k%d", i)
 	}
-	nodes := func(n int) []Node {
+	nodes := func(n int, p Preset) []Node {
 		out := make([]Node, n)
 		for i := range out {
-			out[i] = Node{Name: fmt.Sprintf("n%d", i), Weight: 1 + i%2}
+			out[i] = Node{Name: fmt.Sprintf("n%d", i)}
+			if _, ok := p.(Twemproxy); ok {
+				out[i].Weight = 1 + i%2
+			}
 		}
 		return out
 	}
 	for _, c := range []struct {
 		name string
-		opt  Option
+		opt  Preset
 	}{
-		{"twemproxy-modula", WithTwemproxy(Modula, HashMurmur)},
-		{"gomemcache", WithGomemcache()},
-		{"goredis-ring", WithGoRedisRing()},
+		{"twemproxy-modula", Twemproxy{Distribution: TwemproxyModula, Hash: HashMurmur2}},
+		{"gomemcache", Gomemcache{}},
+		{"goredis-ring", GoRedisRing{}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			a, err := New(nodes(3), c.opt)
+			a, err := New(nodes(3, c.opt), c.opt)
 			if err != nil {
 				t.Fatal(err)
 			}
-			b, err := New(nodes(4), c.opt)
+			b, err := New(nodes(4, c.opt), c.opt)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -210,14 +213,14 @@ func TestCompareNonRingPresets(t *testing.T) {
 			if got := float64(moved) / float64(len(keys)); got < d.Moved-0.01 || got > d.Moved+0.01 {
 				t.Fatalf("Compare says %.4f moves, keys say %.4f", d.Moved, got)
 			}
-			for i, s := range a.Shares() {
+			for i, s := range mustShares(t, a) {
 				if got := float64(counts[i]) / float64(len(keys)); got < s-0.01 || got > s+0.01 {
 					t.Fatalf("node %d: share %.4f, keys %.4f", i, s, got)
 				}
 			}
 		})
 	}
-	if _, err := Compare(mustNew(t, nodes(3), WithGomemcache()), mustNew(t, nodes(3), WithKetama())); err == nil {
+	if _, err := Compare(mustNew(t, nodes(3, nil), Gomemcache{}), mustNew(t, nodes(3, nil), Libmemcached{Distribution: LibmemcachedKetamaWeighted})); err == nil {
 		t.Fatal("compared a modulo preset with a ring")
 	}
 }
@@ -225,12 +228,12 @@ func TestCompareNonRingPresets(t *testing.T) {
 // libmemcached's unweighted ketama: 100 points per node, valued with the
 // point hash of "<label>-<i>" (values from libmemcached's notes).
 func TestLibmemcachedKetamaPlain(t *testing.T) {
-	nodes := localNodes([]int{11211, 11212, 11213, 11214}, []int{1, 5, 1, 1}, nil)
+	nodes := localNodes([]int{11211, 11212, 11213, 11214}, nil, nil)
 	for _, c := range []struct {
 		pointHash Hash
 		want      uint64
-	}{{HashOneAtATime, 0x3834014f}, {JedisMD5, 0xbdffa47f}} {
-		r := mustNew(t, nodes, WithLibmemcachedKetama(c.pointHash, JedisMD5))
+	}{{HashOneAtATime, 0x3834014f}, {HashMD5, 0xbdffa47f}} {
+		r := mustNew(t, nodes, Libmemcached{Distribution: LibmemcachedKetama, Hash: c.pointHash, HashAfter: HashMD5})
 		if got := r.VirtualNodes(); got != 400 {
 			t.Fatalf("%v: %d points, want 400 (weights ignored)", c.pointHash, got)
 		}
@@ -241,11 +244,11 @@ func TestLibmemcachedKetamaPlain(t *testing.T) {
 			t.Fatalf("%v(127.0.0.1-0) = %x, want %x", c.pointHash, got, c.want)
 		}
 	}
-	spy := mustNew(t, nodes, WithLibmemcachedKetamaSpy())
+	spy := mustNew(t, nodes, Libmemcached{Distribution: LibmemcachedKetamaSpyWeighted})
 	if spy.id(0) != "label:/127.0.0.1:11211" {
 		t.Fatalf("KETAMA_SPY label %q", spy.id(0))
 	}
-	if _, err := New(nodes, WithLibmemcachedKetama(MurmurHash64A, JedisMD5)); err == nil {
+	if _, err := New(nodes, Libmemcached{Distribution: LibmemcachedKetama, Hash: HashMurmur64A, HashAfter: HashMD5}); err == nil {
 		t.Fatal("a 64-bit point hash was accepted")
 	}
 }

@@ -38,46 +38,6 @@ type Node struct {
 	Addr string
 }
 
-// Option configures New.
-type Option func(*config)
-
-type config struct {
-	replicas    int
-	replicasSet bool
-	hash        Hash // the key hash (and the Jedis ring's vnode hash)
-	hashSet     bool // set by WithHash: wins over the preset's default
-	defaultHash Hash
-	pointHash   Hash // WithLibmemcachedKetama: the hash of the point labels
-	legacyNames bool
-	tag         tagRule
-
-	// The preset (see preset.go); the zero value is the Jedis ring.
-	dist           distribution
-	points         pointScheme
-	label          labelRule
-	weightedModula bool // twemproxy: a node fills weight slots
-	emptyKeyZero   bool // twemproxy: an empty key hashes to 0
-}
-
-// WithReplicas sets the number of vnodes per unit of weight (default 160, as
-// Jedis; 100 reproduces the widely copied Shard<S> class with NODE_NUM = 100).
-// New fails when n < 1.
-func WithReplicas(n int) Option { return func(c *config) { c.replicas, c.replicasSet = n, true } }
-
-// WithHash sets the hash of keys and, in the Jedis layout, of vnode names
-// (default MurmurHash64A; JedisMD5 with WithKetama).
-func WithHash(h Hash) Option { return func(c *config) { c.hash, c.hashSet = h, true } }
-
-// WithKeyTags turns on Jedis key tags for string keys: a key with a tag
-// (see KeyTag) is placed by its tag alone. Off by default, as in Jedis.
-func WithKeyTags() Option { return func(c *config) { c.tag = tagRule{kind: tagJedis} } }
-
-// WithJedisLegacyNames names a named node's vnodes "<name>*<weight><n>", as
-// Jedis 2.0.0 - 2.9.3 did, instead of "<name>*<n>" (Jedis 2.10.0 and later).
-// The legacy form is ambiguous (weight 1, n 10 and weight 11, n 0 both give
-// "<name>*110"); clashing vnodes go to the later node, as in Jedis.
-func WithJedisLegacyNames() Option { return func(c *config) { c.legacyNames = true } }
-
 // member is a node with the slot that names its vnodes when it is unnamed:
 // its position in the list it was first placed in. RemoveKeepingSlots keeps the slots of
 // the remaining nodes so that their vnodes keep their names.
@@ -111,16 +71,21 @@ type Ring struct {
 	byID map[string]int // ID -> node index
 }
 
-// New builds a ring over nodes, in list order. It returns an error naming the
-// culprit for an empty list (ErrNoNodes), a negative weight, two nodes with
-// the same non-empty name (or, with ketama, the same label), replicas < 1,
-// or more than MaxVirtualNodes vnodes.
-func New(nodes []Node, opts ...Option) (*Ring, error) {
-	var cfg config
-	for _, o := range opts {
-		if o != nil {
-			o(&cfg)
-		}
+// New builds a ring over nodes, in list order, placed by preset p (nil is
+// Jedis{}, Jedis's ring). Placement is a pure function of (p, nodes): the
+// same arguments always give the same ring. It returns an error naming the
+// culprit for an empty list (ErrNoNodes), a negative weight, a weight other
+// than 1 on a preset that ignores weights, two nodes with the same non-empty
+// name (or, with ketama, the same label), a node that would own no point or
+// slot, more than MaxVirtualNodes vnodes, or a setting of p that its
+// configuration does not use.
+func New(nodes []Node, p Preset) (*Ring, error) {
+	if p == nil {
+		p = Jedis{}
+	}
+	cfg, err := p.config()
+	if err != nil {
+		return nil, err
 	}
 	members := make([]member, len(nodes))
 	for i, n := range nodes {
@@ -130,12 +95,6 @@ func New(nodes []Node, opts ...Option) (*Ring, error) {
 }
 
 func build(cfg config, members []member) (*Ring, error) {
-	if err := cfg.configure(); err != nil {
-		return nil, err
-	}
-	if !cfg.hash.valid() {
-		return nil, fmt.Errorf("ring: unknown hash %v", cfg.hash)
-	}
 	if len(members) == 0 {
 		return nil, ErrNoNodes
 	}
@@ -148,6 +107,9 @@ func build(cfg config, members []member) (*Ring, error) {
 		}
 		if m.Weight == 0 {
 			m.Weight = 1
+		}
+		if m.Weight > 1 && !cfg.weighted {
+			return nil, fmt.Errorf("ring: node %d (%q): weight %d, but %v ignores weights", i, m.Name, m.Weight, cfg.preset)
 		}
 		if m.Name != "" {
 			if j, dup := names[m.Name]; dup {
@@ -174,25 +136,36 @@ func build(cfg config, members []member) (*Ring, error) {
 		r.byID[r.ids[i]] = i
 	}
 	if cfg.dist == distConsistent {
-		r.vnodes = sortPoints(r.vnodes, cfg.points == pointsJedis)
+		r.vnodes = sortPoints(r.vnodes, cfg.lastWins)
+		if err := r.checkOwners(); err != nil {
+			return nil, err
+		}
 		r.idx = newIndex(r.vnodes)
 	}
 	return r, nil
 }
 
-// sortPoints sorts vnodes by point and keeps one vnode per point: of equal
-// points, the last in list order when lastWins (Jedis: TreeMap.put
-// overwrites), else the first (libmemcached sorts ties by server index).
-func sortPoints(vnodes []vnode, lastWins bool) []vnode {
-	slices.SortStableFunc(vnodes, func(a, b vnode) int {
-		switch {
-		case a.point < b.point:
-			return -1
-		case a.point > b.point:
-			return 1
+// checkOwners fails when a live node owns no point: every one of its points
+// went to another node that has the same value.
+func (r *Ring) checkOwners() error {
+	owns := make([]bool, len(r.members))
+	for _, v := range r.vnodes {
+		owns[v.node] = true
+	}
+	for i, m := range r.members {
+		if !m.ejected && !owns[i] {
+			return fmt.Errorf("ring: node %d (%q): every one of its points is another node's (equal hashes), so it would own no key", i, r.id(i))
 		}
-		return 0
-	})
+	}
+	return nil
+}
+
+// sortPoints sorts vnodes by point and keeps one vnode per point: of equal
+// points, the last in list order when lastWins (Jedis and spymemcached:
+// TreeMap.put overwrites), else the first (libmemcached sorts ties by server
+// index). The sort is a stable radix sort (radixSort).
+func sortPoints(vnodes []vnode, lastWins bool) []vnode {
+	radixSort(vnodes)
 	w := 0
 	for i := range vnodes {
 		if w > 0 && vnodes[w-1].point == vnodes[i].point {
@@ -205,6 +178,43 @@ func sortPoints(vnodes []vnode, lastWins bool) []vnode {
 		w++
 	}
 	return slices.Clip(vnodes[:w])
+}
+
+// radixSort sorts vnodes by point, stably: least significant digit first,
+// 11-bit digits (six passes for 64-bit points, three for 32-bit ones),
+// skipping a digit every point shares.
+func radixSort(vnodes []vnode) {
+	if len(vnodes) < 2 {
+		return
+	}
+	const bits, passes = 11, 6
+	var counts [passes][1 << bits]uint32
+	for _, v := range vnodes {
+		for d := range passes {
+			counts[d][(v.point>>(bits*d))&(1<<bits-1)]++
+		}
+	}
+	src, dst := vnodes, make([]vnode, len(vnodes))
+	for d := range passes {
+		c := &counts[d]
+		shift := uint(bits * d)
+		if c[(vnodes[0].point>>shift)&(1<<bits-1)] == uint32(len(vnodes)) {
+			continue // every point has this digit
+		}
+		var sum uint32
+		for i := range c {
+			c[i], sum = sum, sum+c[i]
+		}
+		for _, v := range src {
+			k := (v.point >> shift) & (1<<bits - 1)
+			dst[c[k]] = v
+			c[k]++
+		}
+		src, dst = dst, src
+	}
+	if &src[0] != &vnodes[0] {
+		copy(vnodes, src)
+	}
 }
 
 // Locate returns the index, in the node list, of the node that owns key.
@@ -267,8 +277,11 @@ func (r *Ring) Nodes() []Node {
 	return out
 }
 
-// Hash returns the ring's hash.
+// Hash returns the ring's key hash.
 func (r *Ring) Hash() Hash { return r.cfg.hash }
+
+// Preset returns the preset the ring was built with (Jedis{} for nil).
+func (r *Ring) Preset() Preset { return r.cfg.preset }
 
 // VirtualNodes returns the number of distinct points on the ring (vnodes
 // whose hash clashed with a later one are not counted).
@@ -284,7 +297,7 @@ func (r *Ring) Add(n Node) (*Ring, error) {
 		next = max(next, m.slot+1)
 	}
 	members := append(slices.Clone(r.members), member{Node: n, slot: next})
-	return build(r.cfg, members)
+	return build(r.rebuildConfig(), members)
 }
 
 // RemoveKeepingSlots returns a new ring without node i; later nodes'
@@ -299,7 +312,18 @@ func (r *Ring) RemoveKeepingSlots(i int) (*Ring, error) {
 	if i < 0 || i >= len(r.members) {
 		return nil, fmt.Errorf("ring: remove node %d: index out of range [0, %d)", i, len(r.members))
 	}
-	return build(r.cfg, slices.Delete(slices.Clone(r.members), i, i+1))
+	return build(r.rebuildConfig(), slices.Delete(slices.Clone(r.members), i, i+1))
+}
+
+// rebuildConfig is the configuration of a ring rebuilt from r's: the same,
+// except that libmemcached values its unweighted points with the hash in
+// force when it rebuilds (Libmemcached.HashAfter becomes the point hash).
+func (r *Ring) rebuildConfig() config {
+	cfg := r.cfg
+	if cfg.rehash {
+		cfg.pointHash = cfg.hash
+	}
+	return cfg
 }
 
 // ID returns the identity of node i across node lists, which Compare and
@@ -363,7 +387,7 @@ func (r *Ring) setEjected(verb string, nodes []int, ejected bool) (*Ring, error)
 		}
 		members[i].ejected = ejected
 	}
-	return build(r.cfg, members)
+	return build(r.rebuildConfig(), members)
 }
 
 // Ejected reports whether node i is ejected (owns no key).

@@ -31,9 +31,9 @@ func named(n int) []Node {
 	return nodes
 }
 
-func mustNew(t testing.TB, nodes []Node, opts ...Option) *Ring {
+func mustNew(t testing.TB, nodes []Node, p Preset) *Ring {
 	t.Helper()
-	r, err := New(nodes, opts...)
+	r, err := New(nodes, p)
 	if err != nil {
 		t.Fatalf("New(%v): %v", nodes, err)
 	}
@@ -64,28 +64,28 @@ func word(s, w string) bool {
 
 func TestNewErrors(t *testing.T) {
 	for _, nodes := range [][]Node{nil, {}} {
-		r, err := New(nodes)
+		r, err := New(nodes, nil)
 		if !errors.Is(err, ErrNoNodes) || r != nil {
 			t.Errorf("New(%#v) = %v, %v; want nil, ErrNoNodes", nodes, r, err)
 		}
 	}
 
 	t.Run("negative weight", func(t *testing.T) {
-		_, err := New([]Node{{Name: "a"}, {Name: "b", Weight: -5}, {Name: "c"}})
+		_, err := New([]Node{{Name: "a"}, {Name: "b", Weight: -5}, {Name: "c"}}, nil)
 		if err == nil {
 			t.Fatal("New with weight -5: no error")
 		}
 		if msg := err.Error(); !word(msg, "1") || !word(msg, "-5") {
 			t.Errorf("error %q does not name node 1 and weight -5", msg)
 		}
-		_, err = New([]Node{{}, {}, {}, {Weight: -1}})
+		_, err = New([]Node{{}, {}, {}, {Weight: -1}}, nil)
 		if err == nil || !word(err.Error(), "3") || !word(err.Error(), "-1") {
 			t.Errorf("New with unnamed node 3 weight -1: error %v, want one naming 3 and -1", err)
 		}
 	})
 
 	t.Run("duplicate name", func(t *testing.T) {
-		_, err := New([]Node{{Name: "redis-a"}, {Name: "redis-b"}, {Name: "redis-a", Weight: 2}})
+		_, err := New([]Node{{Name: "redis-a"}, {Name: "redis-b"}, {Name: "redis-a", Weight: 2}}, nil)
 		if err == nil {
 			t.Fatal("New with a duplicate name: no error")
 		}
@@ -95,7 +95,7 @@ func TestNewErrors(t *testing.T) {
 	})
 
 	t.Run("empty names repeat", func(t *testing.T) {
-		r, err := New([]Node{{}, {Name: "x"}, {}, {Weight: 2}})
+		r, err := New([]Node{{}, {Name: "x"}, {}, {Weight: 2}}, nil)
 		if err != nil {
 			t.Fatalf("New with repeated empty names: %v", err)
 		}
@@ -105,14 +105,14 @@ func TestNewErrors(t *testing.T) {
 	})
 
 	t.Run("replicas", func(t *testing.T) {
-		for _, n := range []int{0, -3} {
-			r, err := New(unnamed(3), WithReplicas(n))
+		for _, n := range []int{-1, -3} {
+			r, err := New(unnamed(3), Jedis{Replicas: n})
 			if err == nil || r != nil {
-				t.Errorf("New(WithReplicas(%d)) = %v, %v; want an error", n, r, err)
+				t.Errorf("New(Jedis{Replicas: %d}) = %v, %v; want an error", n, r, err)
 				continue
 			}
 			if !word(err.Error(), strconv.Itoa(n)) {
-				t.Errorf("WithReplicas(%d): error %q does not name %d", n, err, n)
+				t.Errorf("Jedis{Replicas: %d}: error %q does not name %d", n, err, n)
 			}
 		}
 	})
@@ -121,7 +121,7 @@ func TestNewErrors(t *testing.T) {
 		big := MaxVirtualNodes/DefaultReplicas + 1
 		cases := []struct {
 			nodes   []Node
-			opts    []Option
+			p    Preset
 			culprit int
 			weight  int
 		}{
@@ -130,8 +130,8 @@ func TestNewErrors(t *testing.T) {
 			{[]Node{{}, {Weight: math.MaxInt / 2}}, nil, 1, math.MaxInt / 2},
 			// Each fits alone, together they do not: the second is the culprit.
 			{[]Node{{Weight: big / 2}, {Weight: big / 2}, {}}, nil, 1, big / 2},
-			{[]Node{{Weight: 2}}, []Option{WithReplicas(MaxVirtualNodes)}, 0, 2},
-			{[]Node{{}}, []Option{WithReplicas(math.MaxInt)}, 0, 1},
+			{[]Node{{Weight: 2}}, Jedis{Replicas: MaxVirtualNodes}, 0, 2},
+			{[]Node{{}}, Jedis{Replicas: math.MaxInt}, 0, 1},
 		}
 		for _, c := range cases {
 			var r *Ring
@@ -142,7 +142,7 @@ func TestNewErrors(t *testing.T) {
 						t.Errorf("New(%v) panicked: %v", c.nodes, p)
 					}
 				}()
-				r, err = New(c.nodes, c.opts...)
+				r, err = New(c.nodes, c.p)
 			}()
 			if err == nil || r != nil {
 				t.Errorf("New(%v) = %v, %v; want an error", c.nodes, r, err)
@@ -154,7 +154,7 @@ func TestNewErrors(t *testing.T) {
 		}
 	})
 
-	t.Run("nil option", func(t *testing.T) {
+	t.Run("nil preset", func(t *testing.T) {
 		if _, err := New(unnamed(2), nil); err != nil {
 			t.Errorf("New with a nil option: %v", err)
 		}
@@ -162,7 +162,7 @@ func TestNewErrors(t *testing.T) {
 }
 
 func TestRemoveErrors(t *testing.T) {
-	r := mustNew(t, unnamed(3))
+	r := mustNew(t, unnamed(3), nil)
 	for _, i := range []int{-1, 3, 100} {
 		r2, err := r.RemoveKeepingSlots(i)
 		if err == nil || r2 != nil {
@@ -176,7 +176,7 @@ func TestRemoveErrors(t *testing.T) {
 			t.Errorf("RemoveKeepingSlots(%d): error %q does not name the index", i, err)
 		}
 	}
-	one := mustNew(t, []Node{{Name: "only"}})
+	one := mustNew(t, []Node{{Name: "only"}}, nil)
 	if r2, err := one.RemoveKeepingSlots(0); !errors.Is(err, ErrNoNodes) || r2 != nil {
 		t.Errorf("Remove of the only node = %v, %v; want nil, ErrNoNodes", r2, err)
 	}
@@ -198,8 +198,8 @@ func TestWeightZeroIsOne(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			input := append([]Node(nil), tc.zero...)
-			rz := mustNew(t, input)
-			ro := mustNew(t, tc.one)
+			rz := mustNew(t, input, nil)
+			ro := mustNew(t, tc.one, nil)
 			if input[tc.nodeAt].Weight != 0 {
 				t.Errorf("New modified its input: weight %d", input[tc.nodeAt].Weight)
 			}
@@ -228,8 +228,8 @@ func TestWeightZeroIsOne(t *testing.T) {
 
 func TestDeterministic(t *testing.T) {
 	nodes := []Node{{Name: "a", Weight: 2}, {}, {Name: "c"}, {Weight: 3}}
-	for _, opts := range [][]Option{nil, {WithHash(JedisMD5)}, {WithKeyTags()}, {WithReplicas(7), WithJedisLegacyNames()}} {
-		r1, r2 := mustNew(t, nodes, opts...), mustNew(t, nodes, opts...)
+	for _, p := range []Preset{nil, Jedis{Hash: HashMD5}, Jedis{KeyTags: true}, Jedis{Replicas: 7, LegacyNames: true}} {
+		r1, r2 := mustNew(t, nodes, p), mustNew(t, nodes, p)
 		for i := range 100000 {
 			k := "k" + strconv.Itoa(i) + "{" + strconv.Itoa(i%97) + "}"
 			if a, b := r1.Locate(k), r2.Locate(k); a != b {
@@ -276,12 +276,12 @@ func TestAdd(t *testing.T) {
 		{"mixed", []Node{{Name: "a"}, {}, {Name: "c", Weight: 2}, {}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r3 := mustNew(t, tc.nodes[:3])
+			r3 := mustNew(t, tc.nodes[:3], nil)
 			r4, err := r3.Add(tc.nodes[3])
 			if err != nil {
 				t.Fatal(err)
 			}
-			want := mustNew(t, tc.nodes)
+			want := mustNew(t, tc.nodes, nil)
 			assertSameRing(t, r4, want, keys)
 			moved := 0
 			for _, k := range keys {
@@ -302,7 +302,7 @@ func TestAdd(t *testing.T) {
 		})
 	}
 	t.Run("duplicate name", func(t *testing.T) {
-		r := mustNew(t, named(3))
+		r := mustNew(t, named(3), nil)
 		if _, err := r.Add(Node{Name: "node-1"}); err == nil || !strings.Contains(err.Error(), `"node-1"`) {
 			t.Errorf("Add of a duplicate name: %v", err)
 		}
@@ -319,7 +319,7 @@ func TestRemove(t *testing.T) {
 		{"named", named(4)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r4 := mustNew(t, tc.nodes)
+			r4 := mustNew(t, tc.nodes, nil)
 			r3, err := r4.RemoveKeepingSlots(1)
 			if err != nil {
 				t.Fatal(err)
@@ -357,13 +357,13 @@ func TestRemove(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			assertSameRing(t, r5, mustNew(t, tc.nodes[:3]), keys[:20000])
+			assertSameRing(t, r5, mustNew(t, tc.nodes[:3], nil), keys[:20000])
 		})
 	}
 	t.Run("add after remove", func(t *testing.T) {
 		// An unnamed node added after a Remove takes a fresh slot, so the
 		// remaining nodes keep their keys.
-		r4 := mustNew(t, unnamed(4))
+		r4 := mustNew(t, unnamed(4), nil)
 		r3, _ := r4.RemoveKeepingSlots(1)
 		r4b, err := r3.Add(Node{})
 		if err != nil {
@@ -385,7 +385,7 @@ func TestWeights(t *testing.T) {
 	for i, w := range weights {
 		nodes[i].Weight = w
 	}
-	r := mustNew(t, nodes)
+	r := mustNew(t, nodes, nil)
 	if got, want := r.VirtualNodes(), total*DefaultReplicas; got != want {
 		t.Errorf("VirtualNodes() = %d, want %d", got, want)
 	}
@@ -394,7 +394,7 @@ func TestWeights(t *testing.T) {
 	for _, k := range testKeys(n) {
 		counts[r.Locate(k)]++
 	}
-	shares := r.Shares()
+	shares := mustShares(t, r)
 	for i, w := range weights {
 		got := float64(counts[i]) / n
 		want := float64(w) / float64(total)
@@ -414,34 +414,34 @@ func TestShares(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		nodes []Node
-		opts  []Option
+		p  Preset
 	}{
 		{"murmur unnamed", []Node{{}}, nil},
 		{"murmur named weight 3", []Node{{Name: "solo", Weight: 3}}, nil},
-		{"murmur 1 vnode", []Node{{}}, []Option{WithReplicas(1)}},
-		{"md5 unnamed", []Node{{}}, []Option{WithHash(JedisMD5)}},
+		{"murmur 1 vnode", []Node{{}}, Jedis{Replicas: 1}},
+		{"md5 unnamed", []Node{{}}, Jedis{Hash: HashMD5}},
 	} {
-		r := mustNew(t, tc.nodes, tc.opts...)
-		if s := r.Shares(); len(s) != 1 || s[0] != 1 {
+		r := mustNew(t, tc.nodes, tc.p)
+		if s := mustShares(t, r); len(s) != 1 || s[0] != 1 {
 			t.Errorf("one node (%s): Shares() = %.17g, want exactly [1]", tc.name, s)
 		}
 	}
 	for _, tc := range []struct {
 		name  string
 		nodes []Node
-		opts  []Option
+		p  Preset
 	}{
 		{"murmur 3", unnamed(3), nil},
 		{"murmur weighted", []Node{{Weight: 1}, {Weight: 2}, {Name: "x", Weight: 5}}, nil},
 		{"murmur 100", unnamed(100), nil},
-		{"md5 3", unnamed(3), []Option{WithHash(JedisMD5)}},
-		{"md5 collision", []Node{{Weight: 324}, {Weight: 324}}, []Option{WithHash(JedisMD5)}},
-		{"md5 2 vnodes", unnamed(2), []Option{WithHash(JedisMD5), WithReplicas(1)}},
-		{"murmur 2 vnodes", unnamed(2), []Option{WithReplicas(1)}},
+		{"md5 3", unnamed(3), Jedis{Hash: HashMD5}},
+		{"md5 collision", []Node{{Weight: 324}, {Weight: 324}}, Jedis{Hash: HashMD5}},
+		{"md5 2 vnodes", unnamed(2), Jedis{Hash: HashMD5, Replicas: 1}},
+		{"murmur 2 vnodes", unnamed(2), Jedis{Replicas: 1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := mustNew(t, tc.nodes, tc.opts...)
-			s := r.Shares()
+			r := mustNew(t, tc.nodes, tc.p)
+			s := mustShares(t, r)
 			if len(s) != r.Len() {
 				t.Fatalf("len(Shares()) = %d, want %d", len(s), r.Len())
 			}
@@ -458,9 +458,9 @@ func TestShares(t *testing.T) {
 		})
 	}
 	// Two vnodes: the shares are the exact arc lengths.
-	r := mustNew(t, unnamed(2), WithReplicas(1), WithHash(JedisMD5))
+	r := mustNew(t, unnamed(2), Jedis{Replicas: 1, Hash: HashMD5})
 	lo, hi := r.vnodes[0], r.vnodes[1]
-	s := r.Shares()
+	s := mustShares(t, r)
 	wantHi := float64(hi.point-lo.point) / (1 << 32)
 	if math.Abs(s[hi.node]-wantHi) > 1e-15 || math.Abs(s[lo.node]-(1-wantHi)) > 1e-15 {
 		t.Errorf("two-vnode MD5 ring: Shares() = %v, want node %d: %v, node %d: %v", s, hi.node, wantHi, lo.node, 1-wantHi)
@@ -470,7 +470,7 @@ func TestShares(t *testing.T) {
 func TestCompare(t *testing.T) {
 	keys := testKeys(200000)
 	t.Run("add", func(t *testing.T) {
-		a := mustNew(t, unnamed(3))
+		a := mustNew(t, unnamed(3), nil)
 		b, err := a.Add(Node{})
 		if err != nil {
 			t.Fatal(err)
@@ -508,7 +508,7 @@ func TestCompare(t *testing.T) {
 		if math.Abs(frac-d.Moved) > 0.01 {
 			t.Errorf("Moved = %.4f, but %.4f of the keys changed owner", d.Moved, frac)
 		}
-		if share := b.Shares()[3]; math.Abs(share-d.Moved) > 1e-12 {
+		if share := mustShares(t, b)[3]; math.Abs(share-d.Moved) > 1e-12 {
 			t.Errorf("Moved = %v, new node's share = %v", d.Moved, share)
 		}
 		// The reverse diff moves the same share back.
@@ -530,7 +530,7 @@ func TestCompare(t *testing.T) {
 	})
 
 	t.Run("self", func(t *testing.T) {
-		for _, r := range []*Ring{mustNew(t, unnamed(3)), mustNew(t, named(5), WithHash(JedisMD5))} {
+		for _, r := range []*Ring{mustNew(t, unnamed(3), nil), mustNew(t, named(5), Jedis{Hash: HashMD5})} {
 			d, err := Compare(r, r)
 			if err != nil {
 				t.Fatal(err)
@@ -539,7 +539,7 @@ func TestCompare(t *testing.T) {
 				t.Errorf("Compare(r, r) = %v, %+v; want 0, no moves", d.Moved, d.Moves)
 			}
 			// A rebuilt ring over the same input is the same ring.
-			d, err = Compare(r, mustNew(t, r.Nodes(), WithHash(r.Hash())))
+			d, err = Compare(r, mustNew(t, r.Nodes(), r.Preset()))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -550,21 +550,21 @@ func TestCompare(t *testing.T) {
 	})
 
 	t.Run("different hashes", func(t *testing.T) {
-		a := mustNew(t, unnamed(3))
-		b := mustNew(t, unnamed(3), WithHash(JedisMD5))
-		if a.Hash() != MurmurHash64A || b.Hash() != JedisMD5 {
+		a := mustNew(t, unnamed(3), nil)
+		b := mustNew(t, unnamed(3), Jedis{Hash: HashMD5})
+		if a.Hash() != HashMurmur64A || b.Hash() != HashMD5 {
 			t.Fatalf("Hash() = %v, %v", a.Hash(), b.Hash())
 		}
 		if _, err := Compare(a, b); err == nil {
-			t.Error("Compare(MurmurHash64A ring, JedisMD5 ring): no error")
+			t.Error("Compare(HashMurmur64A ring, HashMD5 ring): no error")
 		}
 		if _, err := Compare(b, a); err == nil {
-			t.Error("Compare(JedisMD5 ring, MurmurHash64A ring): no error")
+			t.Error("Compare(HashMD5 ring, HashMurmur64A ring): no error")
 		}
 	})
 
 	t.Run("remove named", func(t *testing.T) {
-		a := mustNew(t, named(4))
+		a := mustNew(t, named(4), nil)
 		b, err := a.RemoveKeepingSlots(1)
 		if err != nil {
 			t.Fatal(err)
@@ -581,7 +581,7 @@ func TestCompare(t *testing.T) {
 				t.Errorf("move %+v: From != 1", m)
 			}
 		}
-		if share := a.Shares()[1]; math.Abs(share-d.Moved) > 1e-12 {
+		if share := mustShares(t, a)[1]; math.Abs(share-d.Moved) > 1e-12 {
 			t.Errorf("Moved = %v, removed node's share = %v", d.Moved, share)
 		}
 	})
@@ -589,9 +589,9 @@ func TestCompare(t *testing.T) {
 	t.Run("everything moves", func(t *testing.T) {
 		// One unnamed node replaced by one named node: the whole space moves
 		// from node 0 to node 0, as a single Move whose share is 1.
-		for _, h := range []Hash{MurmurHash64A, JedisMD5} {
-			a := mustNew(t, []Node{{}}, WithHash(h))
-			b := mustNew(t, []Node{{Name: "n"}}, WithHash(h))
+		for _, h := range []Hash{HashMurmur64A, HashMD5} {
+			a := mustNew(t, []Node{{}}, Jedis{Hash: h})
+			b := mustNew(t, []Node{{Name: "n"}}, Jedis{Hash: h})
 			d, err := Compare(a, b)
 			if err != nil {
 				t.Fatal(err)
@@ -611,14 +611,14 @@ func TestCompare(t *testing.T) {
 	t.Run("unnamed insert in the middle", func(t *testing.T) {
 		// Positional identity: a fresh list with a node inserted at 1 renames
 		// nodes 1 and 2, so most of the space moves.
-		a := mustNew(t, unnamed(3))
-		b := mustNew(t, unnamed(4))
+		a := mustNew(t, unnamed(3), nil)
+		b := mustNew(t, unnamed(4), nil)
 		d, _ := Compare(a, b)
 		if d.Moved > 0.35 {
 			t.Errorf("appending an unnamed node moved %.4f", d.Moved)
 		}
 		c, _ := a.RemoveKeepingSlots(0)
-		d, _ = Compare(c, mustNew(t, unnamed(2)))
+		d, _ = Compare(c, mustNew(t, unnamed(2), nil))
 		if d.Moved < 0.5 {
 			t.Errorf("ring with slots {1,2} vs fresh {0,1}: moved only %.4f", d.Moved)
 		}
@@ -628,11 +628,11 @@ func TestCompare(t *testing.T) {
 func TestMD5Collision(t *testing.T) {
 	const point = 102940135
 	for _, name := range []string{"SHARD-0-NODE-51705", "SHARD-1-NODE-16199"} {
-		if p := JedisMD5.Point([]byte(name)); p != point {
-			t.Errorf("JedisMD5.Point(%q) = %d, want %d", name, p, point)
+		if p := HashMD5.Point([]byte(name)); p != point {
+			t.Errorf("HashMD5.Point(%q) = %d, want %d", name, p, point)
 		}
 	}
-	r := mustNew(t, []Node{{Weight: 324}, {Weight: 324}}, WithHash(JedisMD5))
+	r := mustNew(t, []Node{{Weight: 324}, {Weight: 324}}, Jedis{Hash: HashMD5})
 	if got := r.LocatePoint(point); got != 1 {
 		t.Errorf("LocatePoint(%d) = %d, want 1 (the later node wins)", point, got)
 	}
@@ -657,35 +657,35 @@ func TestMD5Collision(t *testing.T) {
 	}
 }
 
-func TestWithReplicas(t *testing.T) {
-	r := mustNew(t, unnamed(3), WithReplicas(100))
+func TestJedisReplicas(t *testing.T) {
+	r := mustNew(t, unnamed(3), Jedis{Replicas: 100})
 	if got := r.VirtualNodes(); got != 300 {
 		t.Errorf("VirtualNodes() = %d, want 300", got)
 	}
-	r = mustNew(t, []Node{{Weight: 2}, {Weight: 3}}, WithReplicas(7))
+	r = mustNew(t, []Node{{Weight: 2}, {Weight: 3}}, Jedis{Replicas: 7})
 	if got := r.VirtualNodes(); got != 35 {
 		t.Errorf("VirtualNodes() = %d, want 35", got)
 	}
-	if got := mustNew(t, unnamed(3)).VirtualNodes(); got != 480 {
+	if got := mustNew(t, unnamed(3), nil).VirtualNodes(); got != 480 {
 		t.Errorf("default VirtualNodes() = %d, want 480", got)
 	}
 	// Vnode names: with 1 replica, node i's only vnode is "SHARD-<i>-NODE-0".
-	r = mustNew(t, unnamed(3), WithReplicas(1))
+	r = mustNew(t, unnamed(3), Jedis{Replicas: 1})
 	for i := range 3 {
-		p := MurmurHash64A.Point([]byte("SHARD-" + strconv.Itoa(i) + "-NODE-0"))
+		p := HashMurmur64A.Point([]byte("SHARD-" + strconv.Itoa(i) + "-NODE-0"))
 		if got := r.LocatePoint(p); got != i {
 			t.Errorf("LocatePoint(point of node %d's vnode) = %d", i, got)
 		}
 	}
-	r = mustNew(t, []Node{{Name: "a"}, {Name: "b", Weight: 2}}, WithReplicas(1))
+	r = mustNew(t, []Node{{Name: "a"}, {Name: "b", Weight: 2}}, Jedis{Replicas: 1})
 	for name, want := range map[string]int{"a*0": 0, "b*0": 1, "b*1": 1} {
-		if got := r.LocatePoint(MurmurHash64A.Point([]byte(name))); got != want {
+		if got := r.LocatePoint(HashMurmur64A.Point([]byte(name))); got != want {
 			t.Errorf("vnode %q belongs to %d, want %d", name, got, want)
 		}
 	}
-	r = mustNew(t, []Node{{Name: "a"}, {Name: "b", Weight: 2}}, WithReplicas(1), WithJedisLegacyNames())
+	r = mustNew(t, []Node{{Name: "a"}, {Name: "b", Weight: 2}}, Jedis{Replicas: 1, LegacyNames: true})
 	for name, want := range map[string]int{"a*10": 0, "b*20": 1, "b*21": 1} {
-		if got := r.LocatePoint(MurmurHash64A.Point([]byte(name))); got != want {
+		if got := r.LocatePoint(HashMurmur64A.Point([]byte(name))); got != want {
 			t.Errorf("legacy vnode %q belongs to %d, want %d", name, got, want)
 		}
 	}
@@ -695,8 +695,8 @@ func TestJedisLegacyNames(t *testing.T) {
 	keys := testKeys(1000)
 	t.Run("named", func(t *testing.T) {
 		nodes := []Node{{Name: "redis-a"}, {Name: "redis-b", Weight: 2}, {Name: "redis-c"}}
-		def := mustNew(t, nodes)
-		legacy := mustNew(t, nodes, WithJedisLegacyNames())
+		def := mustNew(t, nodes, nil)
+		legacy := mustNew(t, nodes, Jedis{LegacyNames: true})
 		differ := 0
 		for _, k := range keys {
 			if def.Locate(k) != legacy.Locate(k) {
@@ -710,7 +710,7 @@ func TestJedisLegacyNames(t *testing.T) {
 	})
 	t.Run("unnamed", func(t *testing.T) {
 		nodes := []Node{{}, {Weight: 2}, {}}
-		assertSameRing(t, mustNew(t, nodes), mustNew(t, nodes, WithJedisLegacyNames()), keys)
+		assertSameRing(t, mustNew(t, nodes, nil), mustNew(t, nodes, Jedis{LegacyNames: true}), keys)
 	})
 }
 
@@ -718,15 +718,15 @@ func TestLocatePointWrap(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		nodes []Node
-		opts  []Option
+		p  Preset
 	}{
 		{"murmur", unnamed(3), nil},
-		{"md5", unnamed(3), []Option{WithHash(JedisMD5)}},
-		{"murmur 1 vnode", unnamed(1), []Option{WithReplicas(1)}},
-		{"md5 2 vnodes", unnamed(2), []Option{WithReplicas(1), WithHash(JedisMD5)}},
+		{"md5", unnamed(3), Jedis{Hash: HashMD5}},
+		{"murmur 1 vnode", unnamed(1), Jedis{Replicas: 1}},
+		{"md5 2 vnodes", unnamed(2), Jedis{Replicas: 1, Hash: HashMD5}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := mustNew(t, tc.nodes, tc.opts...)
+			r := mustNew(t, tc.nodes, tc.p)
 			lowest, highest := r.vnodes[0], r.vnodes[len(r.vnodes)-1]
 			owner := int(lowest.node)
 			top := maxPoint(r.Hash().Bits())
@@ -817,15 +817,15 @@ func TestLocateMatchesNaive(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		nodes []Node
-		opts  []Option
+		p  Preset
 	}{
 		{"murmur 5", unnamed(5), nil},
-		{"md5 5", unnamed(5), []Option{WithHash(JedisMD5)}},
-		{"md5 collision", []Node{{Weight: 324}, {Weight: 324}}, []Option{WithHash(JedisMD5)}},
+		{"md5 5", unnamed(5), Jedis{Hash: HashMD5}},
+		{"md5 collision", []Node{{Weight: 324}, {Weight: 324}}, Jedis{Hash: HashMD5}},
 		{"named 1000", named(1000), nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := mustNew(t, tc.nodes, tc.opts...)
+			r := mustNew(t, tc.nodes, tc.p)
 			keys := testKeys(20000)
 			if len(tc.nodes) >= 1000 {
 				keys = keys[:2000]
@@ -841,8 +841,8 @@ func TestLocateMatchesNaive(t *testing.T) {
 }
 
 func TestKeyTagsRouting(t *testing.T) {
-	r := mustNew(t, unnamed(5), WithKeyTags())
-	plain := mustNew(t, unnamed(5))
+	r := mustNew(t, unnamed(5), Jedis{KeyTags: true})
+	plain := mustNew(t, unnamed(5), nil)
 	for i := range 1000 {
 		tag := "user" + strconv.Itoa(i)
 		want := plain.Locate(tag)
@@ -866,7 +866,7 @@ func TestKeyTagsRouting(t *testing.T) {
 }
 
 func TestConcurrentLocate(t *testing.T) {
-	r := mustNew(t, []Node{{Name: "a"}, {Weight: 2}, {Name: "c"}, {}}, WithKeyTags())
+	r := mustNew(t, []Node{{Name: "a"}, {Weight: 2}, {Name: "c"}, {}}, Jedis{KeyTags: true})
 	keys := testKeys(20000)
 	want := make([]int, len(keys))
 	for i, k := range keys {
@@ -885,7 +885,7 @@ func TestConcurrentLocate(t *testing.T) {
 					return
 				}
 				if i%64 == 0 {
-					_ = r.Shares()
+					_, _ = r.Shares()
 					_ = r.Nodes()
 				}
 			}
@@ -901,9 +901,9 @@ func TestConcurrentLocate(t *testing.T) {
 var sinkInt int
 
 func TestLocateAllocs(t *testing.T) {
-	r := mustNew(t, unnamed(10))
-	rt := mustNew(t, unnamed(10), WithKeyTags())
-	md5r := mustNew(t, unnamed(3), WithHash(JedisMD5))
+	r := mustNew(t, unnamed(10), nil)
+	rt := mustNew(t, unnamed(10), Jedis{KeyTags: true})
+	md5r := mustNew(t, unnamed(3), Jedis{Hash: HashMD5})
 	key := "user:{12345}:profile"
 	bkey := []byte(key)
 	for name, f := range map[string]func(){
@@ -922,18 +922,23 @@ func TestLocateAllocs(t *testing.T) {
 }
 
 func TestHashString(t *testing.T) {
-	if MurmurHash64A.String() != "MurmurHash64A" || JedisMD5.String() != "JedisMD5" {
-		t.Errorf("String: %q, %q", MurmurHash64A, JedisMD5)
+	if HashMurmur64A.String() != "Murmur64A" || HashMD5.String() != "MD5" || (Hash{}).String() != "none" {
+		t.Errorf("String: %q, %q, %q", HashMurmur64A, HashMD5, Hash{})
 	}
-	if MurmurHash64A.Bits() != 64 || JedisMD5.Bits() != 32 {
-		t.Errorf("Bits: %d, %d", MurmurHash64A.Bits(), JedisMD5.Bits())
+	for h, bits := range map[Hash]int{HashMurmur64A: 64, HashXXHash64: 64, HashMD5: 32, HashCRC32Bits16to30: 15, HashFNV1a64Low32: 32, {}: 0} {
+		if h.Bits() != bits {
+			t.Errorf("%v.Bits() = %d, want %d", h, h.Bits(), bits)
+		}
 	}
-	if (Hash{}) != MurmurHash64A {
-		t.Error("the zero Hash is not MurmurHash64A")
+	if r := mustNew(t, unnamed(2), Jedis{}); r.Hash() != HashMurmur64A || r.Preset() != (Jedis{}) {
+		t.Errorf("Jedis{}: hash %v, preset %v; want Murmur64A, Jedis{}", r.Hash(), r.Preset())
+	}
+	if r := mustNew(t, unnamed(2), nil); r.Preset() != (Jedis{}) {
+		t.Errorf("nil preset: %v, want Jedis{}", r.Preset())
 	}
 	for i := range 1000 {
-		if p := JedisMD5.Point([]byte(strconv.Itoa(i))); p > maxPoint(32) {
-			t.Fatalf("JedisMD5 point %#x above 2^32", p)
+		if p := HashMD5.Point([]byte(strconv.Itoa(i))); p > maxPoint(32) {
+			t.Fatalf("HashMD5 point %#x above 2^32", p)
 		}
 	}
 }
@@ -949,7 +954,7 @@ func TestRemoveKeepingSlotsAgainstNew(t *testing.T) {
 				nodes[i].Name = string(rune('a' + i))
 			}
 		}
-		r, err := New(nodes)
+		r, err := New(nodes, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -957,7 +962,7 @@ func TestRemoveKeepingSlotsAgainstNew(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		rebuilt, err := New([]Node{nodes[0], nodes[2]})
+		rebuilt, err := New([]Node{nodes[0], nodes[2]}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -975,4 +980,13 @@ func TestRemoveKeepingSlotsAgainstNew(t *testing.T) {
 			t.Fatalf("unnamed: %d keys placed differently; placements %s and %s", differ, removed.Placement(1), rebuilt.Placement(1))
 		}
 	}
+}
+
+func mustShares(t testing.TB, r *Ring) []float64 {
+	t.Helper()
+	s, err := r.Shares()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }

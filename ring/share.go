@@ -1,6 +1,7 @@
 package ring
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"math/bits"
@@ -8,23 +9,61 @@ import (
 	"strings"
 )
 
+// ErrInexact is wrapped by the errors of Shares and Compare for a ring
+// whose key hash has no fixed output range over which its values spread
+// (HashCRC16Twemproxy, whose values for short keys stay low): no fraction of
+// a hash space says what share of keys a node gets. Test with errors.Is;
+// errors.As gives the *InexactError.
+var ErrInexact = errors.New("ring: shares cannot be computed exactly")
+
+// InexactError is the error of Shares and Compare for a hash that is not
+// uniform over one range (see ErrInexact).
+type InexactError struct {
+	Hash Hash // the ring's key hash
+}
+
+func (e *InexactError) Error() string {
+	return fmt.Sprintf("ring: hash %v has no fixed output range (its values depend on the key length), so shares of the hash space are not shares of keys", e.Hash)
+}
+
+// Is makes errors.Is(err, ErrInexact) true.
+func (e *InexactError) Is(target error) bool { return target == ErrInexact }
+
+// exact fails for a ring whose key hash has no fixed range.
+func (r *Ring) exact() error {
+	if !hashes[r.cfg.hash.kind].uniform {
+		return &InexactError{Hash: r.cfg.hash}
+	}
+	return nil
+}
+
 // Shares returns, for each node in list order, the exact fraction of the
-// hash space it owns: the summed lengths of the arcs that end at its vnodes,
-// divided by 2^Bits. Lengths are summed as integers and divided once, so a
-// node that owns the whole ring gets exactly 1. Keys hashed uniformly land on
-// a node with that probability.
+// key hash's output range, [0, 2^Bits), that it owns: keys whose hashes
+// spread evenly over that range land on a node with that probability. On a
+// consistent ring a node owns the hashes from the point before each of its
+// points up to that point; the range is the key hash's, not the points'
+// (HashCRC32Bits16to30's keys lie below 2^15, so on a ketama ring, whose
+// points are 32-bit, they mostly belong to the owner of the lowest point).
+// Lengths are summed as integers and divided once, so a node that owns the
+// whole range gets exactly 1.
 //
-// For a modulo preset a node's share is its fraction of the slots; for
-// rendezvous hashing it is 1/live nodes (each node is equally likely to
-// score highest). Both assume a hash uniform over the keys.
-func (r *Ring) Shares() []float64 {
+// For a modulo preset a node's share is its count of hash values h below
+// 2^Bits with h % slots falling in its slots, divided by 2^Bits; for
+// rendezvous hashing it is 1/live nodes (each live node is equally likely
+// to score highest, for scores independent and uniform). It fails with an
+// *InexactError (ErrInexact) for a hash with no fixed range.
+func (r *Ring) Shares() ([]float64, error) {
+	if err := r.exact(); err != nil {
+		return nil, err
+	}
+	width := r.cfg.hash.Bits()
+	sums := make([]arcSum, len(r.members))
 	switch r.cfg.dist {
 	case distModula:
-		shares := make([]float64, len(r.members))
-		for _, s := range r.slots {
-			shares[s] += 1 / float64(len(r.slots))
+		q, rem := modCounts(width, len(r.slots))
+		for s, node := range r.slots {
+			sums[node].add(countMod(q, rem, s))
 		}
-		return shares
 	case distRendezvous:
 		shares := make([]float64, len(r.members))
 		for i, m := range r.members {
@@ -32,73 +71,92 @@ func (r *Ring) Shares() []float64 {
 				shares[i] = 1 / float64(r.live)
 			}
 		}
-		return shares
+		return shares, nil
+	default:
+		spans(width, func(yield func(uint64)) {
+			for _, v := range r.vnodes {
+				yield(v.point)
+			}
+		}, func(end, lo, hi uint64) { sums[r.LocatePoint(end)].addSpan(lo, hi) })
 	}
-	sums := make([]arcSum, len(r.members))
-	arcs(r.cfg.hash.Bits(), func(yield func(uint64)) {
-		for _, v := range r.vnodes {
-			yield(v.point)
-		}
-	}, func(a arc) { sums[r.LocatePoint(a.end)].add(a) })
 	shares := make([]float64, len(sums))
 	for i := range sums {
-		shares[i] = sums[i].fraction(r.cfg.hash.Bits())
+		shares[i] = sums[i].fraction(width)
 	}
-	return shares
+	return shares, nil
 }
 
-// arc is the part of the ring after one point up to and including the next
-// one, end. whole marks the entire ring (a single point), whose length 2^64
-// does not fit in length.
-type arc struct {
-	end, length uint64
-	whole       bool
+// modCounts returns q and rem such that 2^width = q*n + rem: of the values
+// below 2^width, q+1 have a remainder modulo n below rem, q each other one.
+func modCounts(width, n int) (q, rem uint64) {
+	if width == 64 {
+		q, rem = ^uint64(0)/uint64(n), ^uint64(0)%uint64(n)+1
+		if rem == uint64(n) {
+			q, rem = q+1, 0
+		}
+		return q, rem
+	}
+	return (uint64(1) << width) / uint64(n), (uint64(1) << width) % uint64(n)
 }
 
-// arcSum is a 128-bit sum of arc lengths.
+// countMod returns how many values below 2^width are s modulo n, given
+// modCounts(width, n).
+func countMod(q, rem uint64, s int) uint64 {
+	if uint64(s) < rem {
+		return q + 1
+	}
+	return q
+}
+
+// arcSum is a 128-bit count of hash values.
 type arcSum struct{ hi, lo uint64 }
 
-func (s *arcSum) add(a arc) {
-	if a.whole {
-		s.hi++ // 2^64, the whole of the widest ring
-		return
-	}
+// add adds n.
+func (s *arcSum) add(n uint64) {
 	var carry uint64
-	s.lo, carry = bits.Add64(s.lo, a.length, 0)
+	s.lo, carry = bits.Add64(s.lo, n, 0)
 	s.hi += carry
 }
 
-// fraction returns the sum as a fraction of a ring 2^width points long.
+// addSpan adds the length of [lo, hi], which may be 2^64.
+func (s *arcSum) addSpan(lo, hi uint64) {
+	s.add(hi - lo)
+	s.add(1)
+}
+
+// fraction returns the sum as a fraction of a range 2^width values long.
 func (s arcSum) fraction(width int) float64 {
 	return math.Ldexp(float64(s.hi), 64-width) + math.Ldexp(float64(s.lo), -width)
 }
 
-// arcs calls f for each arc between consecutive points of a sorted,
-// duplicate-free sequence on a ring of the given width. The arc that ends at
-// the first point starts after the last one and wraps around.
-func arcs(width int, points func(yield func(uint64)), f func(arc)) {
+// spans calls f(end, lo, hi) for each stretch [lo, hi] of hash values
+// below 2^width whose owner is that of point end, given the sorted,
+// duplicate-free points of a consistent ring (which may lie above 2^width:
+// ketama's points are 32-bit whatever the key hash). The point end owns
+// the values after the point before it, up to end; the lowest point also
+// owns those above the highest one, wrapping.
+func spans(width int, points func(yield func(uint64)), f func(end, lo, hi uint64)) {
+	top := maxPoint(width)
 	var first, prev uint64
 	n := 0
 	points(func(p uint64) {
-		if n == 0 {
+		switch {
+		case n == 0:
 			first = p
-		} else {
-			f(arc{end: p, length: p - prev})
+		case prev < top:
+			f(p, prev+1, min(p, top))
 		}
 		prev = p
 		n++
 	})
-	if n == 1 {
-		if width < 64 {
-			f(arc{end: first, length: 1 << width})
-		} else {
-			f(arc{end: first, whole: true})
-		}
+	if n == 0 {
 		return
 	}
-	// The wrap-around arc, (prev, 2^width) and [0, first], is
-	// 2^width + first - prev long: first-prev modulo 2^width.
-	f(arc{end: first, length: (first - prev) & maxPoint(width)})
+	// The lowest point owns [0, first] and (prev, top].
+	f(first, 0, min(first, top))
+	if prev < top {
+		f(first, prev+1, top)
+	}
 }
 
 // Move is the share of the hash space whose owner changes from node From of
@@ -121,22 +179,30 @@ type Diff struct {
 }
 
 // Compare returns the exact change of ownership from ring a to ring b,
-// computed over the arcs of both rings, not by sampling. A node of a and a
-// node of b are the same node when they have the same ID: the same address,
-// or, without one, the same name, ketama label, or (both unnamed) slot
-// (list position at creation; Add and RemoveKeepingSlots keep it). So a node that keeps
-// its name but changes address gives all its keys to the new address, and
-// an unnamed Jedis node that shifts position in the list keeps none of the
-// keys it had. It fails when the rings use different hashes or
-// distributions.
+// computed over the key hash's whole range, not by sampling: the fraction
+// of hash values below 2^Bits whose owner changes (see Shares). A node of a
+// and a node of b are the same node when they have the same ID: the same
+// address, or, without one, the same name, ketama label, or (both unnamed)
+// slot (list position at creation; Add and RemoveKeepingSlots keep it). So
+// a node that keeps its name but changes address gives all its keys to the
+// new address, and an unnamed Jedis node that shifts position in the list
+// keeps none of the keys it had.
 //
-// Modulo presets are compared over one period of both slot lists (exact
-// for a hash uniform modulo their lengths); rendezvous hashing by its
+// It fails when the rings hash keys differently (another hash, tag rule or
+// empty-key rule: a key's hash would not be the same in both), when their
+// distributions differ (consistent, modulo, rendezvous), with an
+// *InexactError for a hash with no fixed range, and for modulo rings whose
+// slot lists repeat only after more than 2^24 slots. Modulo rings are
+// compared exactly over the whole range; rendezvous hashing by its
 // probabilities (a key moves when the highest scorer of the two node sets
 // together is a node not in both).
 func Compare(a, b *Ring) (Diff, error) {
-	if a.cfg.hash != b.cfg.hash || a.cfg.dist != b.cfg.dist {
-		return Diff{}, fmt.Errorf("ring: cannot compare rings over different hashes or distributions (%v and %v)", a.cfg.hash, b.cfg.hash)
+	ka, kb := a.cfg, b.cfg
+	if ka.hash != kb.hash || ka.tag != kb.tag || ka.emptyKeyZero != kb.emptyKeyZero || ka.dist != kb.dist {
+		return Diff{}, fmt.Errorf("ring: cannot compare %v with %v: keys are hashed or distributed differently", ka.preset, kb.preset)
+	}
+	if err := a.exact(); err != nil {
+		return Diff{}, err
 	}
 	same := make([]int, len(b.members)) // node of b -> same node of a, or -1
 	for j := range b.members {
@@ -148,11 +214,11 @@ func Compare(a, b *Ring) (Diff, error) {
 	case distRendezvous:
 		return compareRendezvous(a, b, same), nil
 	}
+	width := a.cfg.hash.Bits()
 	moved := make(map[[2]int]*arcSum)
-	var total arcSum
-	arcs(a.cfg.hash.Bits(), func(yield func(uint64)) { mergePoints(a.vnodes, b.vnodes, yield) },
-		func(arc arc) {
-			from, to := a.LocatePoint(arc.end), b.LocatePoint(arc.end)
+	spans(width, func(yield func(uint64)) { mergePoints(a.vnodes, b.vnodes, yield) },
+		func(end, lo, hi uint64) {
+			from, to := a.LocatePoint(end), b.LocatePoint(end)
 			if same[to] == from {
 				return
 			}
@@ -160,14 +226,18 @@ func Compare(a, b *Ring) (Diff, error) {
 			if moved[k] == nil {
 				moved[k] = &arcSum{}
 			}
-			moved[k].add(arc)
-			total.add(arc)
+			moved[k].addSpan(lo, hi)
 		})
+	return newDiff(a, b, fractions(moved, width)), nil
+}
+
+// fractions turns counts of hash values into fractions of 2^width.
+func fractions(moved map[[2]int]*arcSum, width int) map[[2]int]float64 {
 	shares := make(map[[2]int]float64, len(moved))
 	for k, sum := range moved {
-		shares[k] = sum.fraction(a.cfg.hash.Bits())
+		shares[k] = sum.fraction(width)
 	}
-	return newDiff(a, b, shares), nil
+	return shares
 }
 
 // newDiff builds a Diff from the shares that move per (from, to) pair.
@@ -189,20 +259,31 @@ func newDiff(a, b *Ring, moved map[[2]int]float64) Diff {
 // maxPeriod bounds the slot-list period compareModula walks.
 const maxPeriod = 1 << 24
 
+// compareModula counts, for each (from, to) pair, the hash values h below
+// 2^Bits with a.slots[h % la] = from and b.slots[h % lb] = to: the pairs
+// repeat every period = lcm(la, lb) values, so the count is q times a
+// period's plus the first rem values', where 2^Bits = q*period + rem.
 func compareModula(a, b *Ring, same []int) (Diff, error) {
 	la, lb := len(a.slots), len(b.slots)
 	period := la / gcd(la, lb) * lb
 	if period > maxPeriod {
 		return Diff{}, fmt.Errorf("ring: slot lists of %d and %d repeat only every %d slots", la, lb, period)
 	}
-	moved := map[[2]int]float64{}
+	width := a.cfg.hash.Bits()
+	q, rem := modCounts(width, period)
+	moved := map[[2]int]*arcSum{}
 	for h := range period {
 		from, to := int(a.slots[h%la]), int(b.slots[h%lb])
-		if same[to] != from {
-			moved[[2]int{from, to}] += 1 / float64(period)
+		if same[to] == from {
+			continue
 		}
+		k := [2]int{from, to}
+		if moved[k] == nil {
+			moved[k] = &arcSum{}
+		}
+		moved[k].add(countMod(q, rem, h))
 	}
-	return newDiff(a, b, moved), nil
+	return newDiff(a, b, fractions(moved, width)), nil
 }
 
 func gcd(x, y int) int {
