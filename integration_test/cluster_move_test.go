@@ -26,14 +26,14 @@ type clusterMove struct {
 	n       int
 }
 
-func newClusterMove(tb testing.TB, n int, opts ...ring.Option) *clusterMove {
+func newClusterMove(tb testing.TB, n int, p ring.Preset) *clusterMove {
 	tb.Helper()
 	cl := sharedCluster(tb)
 	var shards []shardedredis.ShardOptions
 	for i, p := range sharedRedis(tb, 3) {
 		shards = append(shards, shardedredis.ShardOptions{Name: fmt.Sprintf("redis-%c", 'a'+i), Addr: p.addr})
 	}
-	c, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: shards, RingOptions: opts})
+	c, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: shards, Placement: p})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -155,7 +155,7 @@ func (m *clusterMove) check(t *testing.T, written map[string][2]string) {
 // cluster with its value and TTL at the end; the window ended; the same
 // client serves from the cluster, and a second Run moves nothing.
 func TestClusterMove(t *testing.T) {
-	m := newClusterMove(t, 4000)
+	m := newClusterMove(t, 4000, nil)
 	stop := make(chan struct{})
 	written := m.writers(stop)
 	if err := m.c.BeginClusterMove(m.clusterShard(true)); err != nil {
@@ -193,7 +193,7 @@ func TestClusterMove(t *testing.T) {
 // resumed from the checkpoint finishes, and no key is lost, those moved to
 // the killed master included (each RESTORE waited for its replica).
 func TestClusterMoveMasterKilledAndResumed(t *testing.T) {
-	m := newClusterMove(t, 4000)
+	m := newClusterMove(t, 4000, nil)
 	if err := m.c.BeginClusterMove(m.clusterShard(true)); err != nil {
 		t.Fatal(err)
 	}
@@ -264,7 +264,7 @@ func (m *clusterMove) resume(t *testing.T, mig *shardedredis.Migration) {
 // cluster client follows the new master; the run (resumed if the
 // failover failed some keys) finishes, and every key is there.
 func TestClusterMoveFailover(t *testing.T) {
-	m := newClusterMove(t, 4000)
+	m := newClusterMove(t, 4000, nil)
 	if err := m.c.BeginClusterMove(m.clusterShard(true)); err != nil {
 		t.Fatal(err)
 	}

@@ -30,7 +30,7 @@ import (
 // receiver holds one connection to the cluster for channels and patterns
 // and one per hash slot of its shard channels, closed once it holds none.
 func TestClusterMovePubSub(t *testing.T) {
-	m := newClusterMove(t, 0)
+	m := newClusterMove(t, 0, nil)
 	var old []*psServer
 	for _, sh := range m.c.Shards() {
 		old = append(old, newPSServer(t, sh.Name, sh.Addr, true, nil, nil))

@@ -31,7 +31,7 @@ func TestClusterSlotMatchesServer(t *testing.T) {
 // hash slots is refused before anything is sent (*CrossSlotError naming
 // the slots), inside transactions too; keys with one hash tag work.
 func TestClusterCrossSlotRefused(t *testing.T) {
-	m := newClusterMove(t, 100, ring.WithKeyTags())
+	m := newClusterMove(t, 100, ring.Jedis{KeyTags: true})
 	for _, k := range []string{"{u1}a", "{u1}b", "x", "y"} {
 		if err := m.c.Set(ctx, k, k, 0).Err(); err != nil {
 			t.Fatal(err)

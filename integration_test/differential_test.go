@@ -61,15 +61,15 @@ func diffSeed(t *testing.T) int64 {
 // (the "{t}:..." keys share a shard); commands one at a time, or pipelined.
 var diffVariants = []struct {
 	name     string
-	opts     []ring.Option
+	p        ring.Preset
 	pipeline bool
 }{
 	{"plain", nil, false},
-	{"keytags", []ring.Option{ring.WithKeyTags()}, false},
+	{"keytags", ring.Jedis{KeyTags: true}, false},
 	// The same script in pipelines: the sharded client splits each one by
 	// shard and runs the parts in parallel; every reply must still equal
 	// the single server's.
-	{"keytags_pipelined", []ring.Option{ring.WithKeyTags()}, true},
+	{"keytags_pipelined", ring.Jedis{KeyTags: true}, true},
 }
 
 // diffEnv is what the differential test runs on.
@@ -91,7 +91,7 @@ func TestDifferentialMiniredis(t *testing.T) {
 			single := miniredis.RunT(t)
 			sc := goredis.NewClient(&goredis.Options{Addr: single.Addr(), MaxRetries: -1})
 			t.Cleanup(func() { _ = sc.Close() })
-			servers, sharded := startShards(t, 4, v.opts...)
+			servers, sharded := startShards(t, 4, v.p)
 			runDifferential(t, diffEnv{
 				seed: seed, pipeline: v.pipeline, single: sc, sharded: sharded,
 				holders: func(key string) []int { return holders(servers, key) },
@@ -405,7 +405,7 @@ func TestDifferentialRawFanOut(t *testing.T) {
 	single := miniredis.RunT(t)
 	sc := goredis.NewClient(&goredis.Options{Addr: single.Addr(), MaxRetries: -1})
 	t.Cleanup(func() { _ = sc.Close() })
-	servers, sharded := startShards(t, 4)
+	servers, sharded := startShards(t, 4, nil)
 	for _, c := range []client{sc, sharded} {
 		if err := c.ScriptLoad(ctx, "return 1").Err(); err != nil {
 			t.Fatal(err)

@@ -552,7 +552,7 @@ func TestSetShardsAddFourthMiniredis(t *testing.T) {
 			t.Fatalf("kept client %d: %v", i, err)
 		}
 	}
-	ref, err := ring.New(make([]ring.Node, 4))
+	ref, err := ring.New(make([]ring.Node, 4), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -35,7 +35,7 @@ func dropIdle(t *testing.T, c *shardedmc.ShardedClient) {
 
 // newMemcacheClient builds a ShardedClient over servers, shard i named
 // names[i] (unnamed when names is nil), closed at cleanup.
-func newMemcacheClient(t *testing.T, servers []*mcServer, names []string, opts ...ring.Option) *shardedmc.ShardedClient {
+func newMemcacheClient(t *testing.T, servers []*mcServer, names []string, p ring.Preset) *shardedmc.ShardedClient {
 	t.Helper()
 	shards := make([]shardedmc.ShardOptions, len(servers))
 	for i, s := range servers {
@@ -44,7 +44,7 @@ func newMemcacheClient(t *testing.T, servers []*mcServer, names []string, opts .
 			shards[i].Name = names[i]
 		}
 	}
-	c, err := shardedmc.NewShardedClient(&shardedmc.ShardedOptions{Shards: shards, RingOptions: opts})
+	c, err := shardedmc.NewShardedClient(&shardedmc.ShardedOptions{Shards: shards, Placement: p})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,16 +106,16 @@ func TestMemcachePlacement(t *testing.T) {
 		for _, tc := range []struct {
 			name  string
 			names []string
-			opts  []ring.Option
+			p     ring.Preset
 		}{
 			{"jedis/unnamed", nil, nil},
 			{"jedis/named", []string{"mc-a", "mc-b", "mc-c"}, nil},
-			{"ketama/unnamed", nil, []ring.Option{ring.WithKetama()}},
-			{"spymemcached/unnamed", nil, []ring.Option{ring.WithKetamaSpymemcached()}},
-			{"gomemcache", nil, []ring.Option{ring.WithGomemcache()}},
+			{"ketama/unnamed", nil, ring.Libmemcached{Distribution: ring.LibmemcachedKetamaWeighted}},
+			{"spymemcached/unnamed", nil, ring.Spymemcached{Locator: ring.SpymemcachedKetama}},
+			{"gomemcache", nil, ring.Gomemcache{}},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
-				c := newMemcacheClient(t, servers, tc.names, tc.opts...)
+				c := newMemcacheClient(t, servers, tc.names, tc.p)
 				if err := c.FlushAll(); err != nil {
 					t.Fatal(err)
 				}
@@ -156,7 +156,7 @@ func TestMemcachePlacement(t *testing.T) {
 // every hit with its value, and no miss.
 func TestMemcacheGetMulti(t *testing.T) {
 	forEachMemcached(t, 3, func(t *testing.T, servers []*mcServer) {
-		c := newMemcacheClient(t, servers, nil)
+		c := newMemcacheClient(t, servers, nil, nil)
 		keys := mcKeys("multi:", 600)
 		setAll(t, c, keys[:500])
 		shardsHit := map[int]bool{}
@@ -190,7 +190,7 @@ func TestMemcacheGetMulti(t *testing.T) {
 func TestMemcacheShardDown(t *testing.T) {
 	forEachMemcached(t, 3, func(t *testing.T, servers []*mcServer) {
 		names := []string{"mc-0", "mc-1", "mc-2"}
-		c := newMemcacheClient(t, servers, names)
+		c := newMemcacheClient(t, servers, names, nil)
 		keys := mcKeys("down:", 300)
 		setAll(t, c, keys)
 		const down = 1
@@ -267,7 +267,7 @@ func TestMemcacheShardDown(t *testing.T) {
 // TestMemcacheDeleteAllFlushAll: both empty every shard.
 func TestMemcacheDeleteAllFlushAll(t *testing.T) {
 	forEachMemcached(t, 3, func(t *testing.T, servers []*mcServer) {
-		c := newMemcacheClient(t, servers, nil)
+		c := newMemcacheClient(t, servers, nil, nil)
 		keys := mcKeys("flush:", 300)
 		for name, call := range map[string]func() error{"DeleteAll": c.DeleteAll, "FlushAll": c.FlushAll} {
 			setAll(t, c, keys)
@@ -307,7 +307,7 @@ func TestMemcacheMalformedKeys(t *testing.T) {
 		}
 		shards[i] = shardedmc.Shard{Addr: s.addr, Client: client}
 	}
-	c, err := shardedmc.NewShardedClientFromClients(shards)
+	c, err := shardedmc.NewShardedClientFromClients(shards, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -357,7 +357,7 @@ func TestMemcacheMalformedKeys(t *testing.T) {
 // not wrapped, since the shard is up.
 func TestMemcacheSameAsPlainClient(t *testing.T) {
 	forEachMemcached(t, 4, func(t *testing.T, servers []*mcServer) {
-		c := newMemcacheClient(t, servers[:3], nil)
+		c := newMemcacheClient(t, servers[:3], nil, nil)
 		plain := gomemcache.New(servers[3].addr)
 		t.Cleanup(func() { _ = plain.Close() })
 
@@ -520,7 +520,7 @@ func TestMemcacheContext(t *testing.T) {
 	live := []*mcServer{startMiniMemcached(t), startMiniMemcached(t)}
 	const hung = 1
 	servers := []*mcServer{live[0], {addr: hang.addr}, live[1]}
-	c := newMemcacheClient(t, servers, []string{"live-0", "hung", "live-2"})
+	c := newMemcacheClient(t, servers, []string{"live-0", "hung", "live-2"}, nil)
 
 	var hungKey, liveKey string
 	for _, k := range mcKeys("ctx:", 100) {
@@ -666,7 +666,7 @@ func TestMemcacheContext(t *testing.T) {
 func TestMemcacheUnixSocket(t *testing.T) {
 	unix := startRealMemcachedUnix(t) // first: it skips without memcached
 	servers := []*mcServer{startMiniMemcached(t), unix, startMiniMemcached(t)}
-	c := newMemcacheClient(t, servers, []string{"tcp-0", "unix-1", "tcp-2"})
+	c := newMemcacheClient(t, servers, []string{"tcp-0", "unix-1", "tcp-2"}, nil)
 	if got := c.Shards()[1].Addr; !strings.HasSuffix(got, "/memcached.sock") {
 		t.Fatalf("shard 1 address %q, want the socket path", got)
 	}

@@ -312,7 +312,7 @@ func newMCWire(f *testing.F) *mcWire {
 		f.Fatal(err)
 	}
 	f.Cleanup(func() { _ = w.sharded.Close() })
-	if w.sel, err = shardedmc.NewSelector(srvs); err != nil {
+	if w.sel, err = shardedmc.NewSelector(srvs, nil); err != nil {
 		f.Fatal(err)
 	}
 	w.plain = gomemcache.NewFromSelector(w.sel)

@@ -46,7 +46,7 @@ func TestDifferentialRealRedis(t *testing.T) {
 				shards[i] = shardedredis.ShardOptions{Addr: addr, Options: &goredis.Options{MaxRetries: -1}}
 				direct[i] = newClient(addr)
 			}
-			sharded, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: shards, RingOptions: v.opts})
+			sharded, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: shards, Placement: v.p})
 			if err != nil {
 				t.Fatal(err)
 			}

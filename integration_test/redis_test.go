@@ -25,7 +25,7 @@ var ctx = context.Background()
 
 // startShards starts n miniredis servers and a ShardedClient over them
 // (unnamed shards, Jedis placement, plus opts).
-func startShards(t *testing.T, n int, opts ...ring.Option) ([]*miniredis.Miniredis, *shardedredis.ShardedClient) {
+func startShards(t *testing.T, n int, p ring.Preset) ([]*miniredis.Miniredis, *shardedredis.ShardedClient) {
 	t.Helper()
 	servers := make([]*miniredis.Miniredis, n)
 	shards := make([]shardedredis.ShardOptions, n)
@@ -33,7 +33,7 @@ func startShards(t *testing.T, n int, opts ...ring.Option) ([]*miniredis.Minired
 		servers[i] = miniredis.RunT(t)
 		shards[i] = shardedredis.ShardOptions{Addr: servers[i].Addr(), Options: &goredis.Options{MaxRetries: -1, DialerRetries: 1}}
 	}
-	c, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: shards, RingOptions: opts})
+	c, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: shards, Placement: p})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,13 +85,13 @@ func goldenRouting(t *testing.T, path string, col int) map[string]int {
 func TestRedisPlacementMatchesJedis(t *testing.T) {
 	for _, tc := range []struct {
 		file string
-		opts []ring.Option
+		p    ring.Preset
 	}{
 		{"../ring/testdata/routing_a_murmur_3shards.tsv", nil},
-		{"../ring/testdata/routing_e_keytag_3shards.tsv", []ring.Option{ring.WithKeyTags()}},
+		{"../ring/testdata/routing_e_keytag_3shards.tsv", ring.Jedis{KeyTags: true}},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
-			servers, c := startShards(t, 3, tc.opts...)
+			servers, c := startShards(t, 3, tc.p)
 			want := goldenRouting(t, tc.file, 1)
 			if err := pipelineSet(c, want); err != nil {
 				t.Fatal(err)
@@ -143,7 +143,7 @@ func keys(n int) []string {
 // MGET, EXISTS, TOUCH, DEL and UNLINK across shards equal their per-key
 // results.
 func TestRedisMultiKeyEqualsPerKey(t *testing.T) {
-	servers, c := startShards(t, 3)
+	servers, c := startShards(t, 3, nil)
 	ks := keys(300)
 	for i, k := range ks {
 		if i%3 != 0 { // a third of the keys stay missing
@@ -198,7 +198,7 @@ func TestRedisMultiKeyEqualsPerKey(t *testing.T) {
 }
 
 func TestRedisMSetAndKeyspaceCommands(t *testing.T) {
-	servers, c := startShards(t, 3)
+	servers, c := startShards(t, 3, nil)
 	var pairs []any
 	for i, k := range keys(90) {
 		pairs = append(pairs, k, i)
@@ -245,7 +245,7 @@ func TestRedisMSetAndKeyspaceCommands(t *testing.T) {
 // A pipeline keeps call order across shards, and each command its own reply
 // and error.
 func TestRedisPipelineOrderAndErrors(t *testing.T) {
-	_, c := startShards(t, 3)
+	_, c := startShards(t, 3, nil)
 	ks := keys(30)
 	if err := c.LPush(ctx, ks[10], "x").Err(); err != nil { // a list: GET on it is WRONGTYPE
 		t.Fatal(err)
@@ -292,7 +292,7 @@ func TestRedisPipelineOrderAndErrors(t *testing.T) {
 // Commands and transactions over keys on different shards are refused
 // before anything is sent; key tags make them possible.
 func TestRedisCrossShardRefused(t *testing.T) {
-	servers, c := startShards(t, 3)
+	servers, c := startShards(t, 3, nil)
 	a, b := "key:0", "key:1"
 	if c.GetShardInfo(a).Index == c.GetShardInfo(b).Index {
 		t.Fatal("test keys must be on different shards")
@@ -323,7 +323,7 @@ func TestRedisCrossShardRefused(t *testing.T) {
 	}
 
 	// With key tags, keys that share a tag share a shard.
-	servers, c = startShards(t, 3, ring.WithKeyTags())
+	servers, c = startShards(t, 3, ring.Jedis{KeyTags: true})
 	a, b = "{user:1}:name", "{user:1}:copy"
 	c.Set(ctx, a, "ada", 0)
 	if err := c.Rename(ctx, a, b).Err(); err != nil {
@@ -345,7 +345,7 @@ func TestRedisCrossShardRefused(t *testing.T) {
 // A closed shard fails the commands for its keys with an error naming it;
 // the other shards keep working, and the shard serves again once restarted.
 func TestRedisClosedShard(t *testing.T) {
-	servers, c := startShards(t, 3)
+	servers, c := startShards(t, 3, nil)
 	ks := keys(60)
 	for _, k := range ks {
 		if err := c.Set(ctx, k, k, 0).Err(); err != nil {
@@ -428,7 +428,7 @@ func distinctShards(t *testing.T, c *shardedredis.ShardedClient, n int) []string
 // An MSET whose last key has no value is refused, alone or in a pipeline,
 // before anything is sent.
 func TestRedisMalformedSplitRefused(t *testing.T) {
-	servers, c := startShards(t, 3)
+	servers, c := startShards(t, 3, nil)
 	k := distinctShards(t, c, 2)
 	if err := c.MSet(ctx, k[0], "v", k[1]).Err(); !errors.Is(err, shardedredis.ErrUnsupported) {
 		t.Fatalf("odd MSET: %v, want ErrUnsupported", err)
@@ -448,7 +448,7 @@ func TestRedisMalformedSplitRefused(t *testing.T) {
 
 // Keys of any type go-redis can send are placed by the bytes it sends.
 func TestRedisNonStringKeysPlacedByWireBytes(t *testing.T) {
-	servers, c := startShards(t, 3)
+	servers, c := startShards(t, 3, nil)
 	for _, key := range []any{float32(0.1), 12345, int64(-7), 2.5, true, []byte("bytes-key"), uint16(9)} {
 		if err := c.Do(ctx, "set", key, "v").Err(); err != nil {
 			t.Fatalf("SET %v: %v", key, err)
@@ -467,7 +467,7 @@ func TestRedisNonStringKeysPlacedByWireBytes(t *testing.T) {
 // Keyless all-shard commands run only when their replies merge into the
 // go-redis result type; the others are refused before anything is sent.
 func TestRedisKeylessFanOutTypes(t *testing.T) {
-	servers, c := startShards(t, 3)
+	servers, c := startShards(t, 3, nil)
 	sha, err := c.ScriptLoad(ctx, "return 7").Result()
 	if err != nil || len(sha) != 40 {
 		t.Fatalf("SCRIPT LOAD = %q, %v", sha, err)
@@ -494,7 +494,7 @@ func TestRedisKeylessFanOutTypes(t *testing.T) {
 
 // Inside Watch, the *redis.Tx refuses commands for other shards' keys.
 func TestRedisWatchGuardsTheShard(t *testing.T) {
-	servers, c := startShards(t, 3)
+	servers, c := startShards(t, 3, nil)
 	k := distinctShards(t, c, 2)
 	c.Set(ctx, k[0], "10", 0)
 	c.Set(ctx, k[1], "20", 0)
@@ -538,7 +538,7 @@ func TestRedisWatchGuardsTheShard(t *testing.T) {
 // and ends; ScanIterator does the same; HSCAN pages through one hash on its
 // shard.
 func TestRedisScanWalksEveryShard(t *testing.T) {
-	servers, c := startShards(t, 3)
+	servers, c := startShards(t, 3, nil)
 	want := keys(30)
 	for _, k := range want {
 		c.Set(ctx, k, 1, 0)
@@ -611,7 +611,7 @@ func TestRedisScanWalksEveryShard(t *testing.T) {
 
 // RANDOMKEY draws from every shard, each key as likely as any other.
 func TestRedisRandomKeyDrawsEveryShard(t *testing.T) {
-	servers, c := startShards(t, 3)
+	servers, c := startShards(t, 3, nil)
 	if err := c.RandomKey(ctx).Err(); err != goredis.Nil {
 		t.Fatalf("RANDOMKEY on empty shards: %v, want redis.Nil", err)
 	}
@@ -651,7 +651,7 @@ func TestRedisGoRedisRingPreset(t *testing.T) {
 		servers = append(servers, s)
 		shards = append(shards, shardedredis.ShardOptions{Name: n, Addr: s.Addr()})
 	}
-	c, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: shards, RingOptions: []ring.Option{ring.WithGoRedisRing()}})
+	c, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: shards, Placement: ring.GoRedisRing{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -688,7 +688,7 @@ func TestRedisGoRedisRingPreset(t *testing.T) {
 
 // XGROUP/XREADGROUP and EVAL with one key touch only the owning shard.
 func TestRedisStreamsAndScriptsOnTheOwningShard(t *testing.T) {
-	servers, c := startShards(t, 3)
+	servers, c := startShards(t, 3, nil)
 	const stream = "events:42"
 	owner := c.GetShardInfo(stream).Index
 	if err := c.XAdd(ctx, &goredis.XAddArgs{Stream: stream, ID: "1-1", Values: []string{"a", "1"}}).Err(); err != nil {

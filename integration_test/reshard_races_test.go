@@ -20,7 +20,7 @@ import (
 // Regression tests for races of the resharding window found in review.
 
 // fourNamed starts four miniredis and a client over the first three.
-func fourNamed(t *testing.T, h shardedredis.Health, opts ...ring.Option) ([]*miniredis.Miniredis, *shardedredis.ShardedClient, []shardedredis.ShardOptions) {
+func fourNamed(t *testing.T, h shardedredis.Health, p ring.Preset) ([]*miniredis.Miniredis, *shardedredis.ShardedClient, []shardedredis.ShardOptions) {
 	t.Helper()
 	var servers []*miniredis.Miniredis
 	var shards []shardedredis.ShardOptions
@@ -30,7 +30,7 @@ func fourNamed(t *testing.T, h shardedredis.Health, opts ...ring.Option) ([]*min
 		shards = append(shards, shardedredis.ShardOptions{Name: fmt.Sprintf("r%c", 'a'+i), Addr: s.Addr(),
 			Options: &goredis.Options{MaxRetries: -1, DialerRetries: 1}})
 	}
-	c, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: shards[:3], Health: h, RingOptions: opts})
+	c, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: shards[:3], Health: h, Placement: p})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +42,7 @@ func fourNamed(t *testing.T, h shardedredis.Health, opts ...ring.Option) ([]*min
 // its owner among the three.
 func movingKey(t *testing.T, c *shardedredis.ShardedClient, shards []shardedredis.ShardOptions, prefix string) (string, int) {
 	t.Helper()
-	plan, err := ring.New([]ring.Node{{Name: shards[0].Name}, {Name: shards[1].Name}, {Name: shards[2].Name}, {Name: shards[3].Name}})
+	plan, err := ring.New([]ring.Node{{Name: shards[0].Name}, {Name: shards[1].Name}, {Name: shards[2].Name}, {Name: shards[3].Name}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +89,7 @@ func (h hold) ProcessPipelineHook(n goredis.ProcessPipelineHook) goredis.Process
 // A write begun before BeginResharding, and acknowledged, is not lost: the
 // key's first command in the window waits for it, then moves its value.
 func TestReshardWriteInFlightAtBeginKept(t *testing.T) {
-	servers, c, shards := fourNamed(t, shardedredis.Health{})
+	servers, c, shards := fourNamed(t, shardedredis.Health{}, nil)
 	k, from := movingKey(t, c, shards, "w")
 	c.Set(ctx, k, "old", 0)
 	h := newHold(func(cmd goredis.Cmder) bool { return cmd.Name() == "set" && cmd.Args()[2] == "new" })
@@ -121,7 +121,7 @@ func TestReshardWriteInFlightAtBeginKept(t *testing.T) {
 func TestReshardDeleteAfterEndSticks(t *testing.T) {
 	for _, beginAgain := range []bool{false, true} {
 		t.Run(fmt.Sprintf("begin-again=%v", beginAgain), func(t *testing.T) {
-			servers, c, shards := fourNamed(t, shardedredis.Health{})
+			servers, c, shards := fourNamed(t, shardedredis.Health{}, nil)
 			k, _ := movingKey(t, c, shards, "d")
 			c.Set(ctx, k, "v", 0)
 			if err := c.BeginResharding(shards); err != nil {
@@ -159,7 +159,7 @@ func TestReshardDeleteAfterEndSticks(t *testing.T) {
 // A blocking command on a moved key holds no lock: a push from another
 // goroutine reaches it.
 func TestReshardBlockingCommandDoesNotBlockOthers(t *testing.T) {
-	_, c, shards := fourNamed(t, shardedredis.Health{})
+	_, c, shards := fourNamed(t, shardedredis.Health{}, nil)
 	k, _ := movingKey(t, c, shards, "q")
 	if err := c.BeginResharding(shards); err != nil {
 		t.Fatal(err)
@@ -183,8 +183,8 @@ func TestReshardBlockingCommandDoesNotBlockOthers(t *testing.T) {
 // Inside Watch, during resharding, unwatched keys are moved before use, and
 // the client itself can be called from fn.
 func TestReshardWatch(t *testing.T) {
-	_, c, shards := fourNamed(t, shardedredis.Health{}, ring.WithKeyTags())
-	plan, err := ring.New([]ring.Node{{Name: "ra"}, {Name: "rb"}, {Name: "rc"}, {Name: "rd"}}, ring.WithKeyTags())
+	_, c, shards := fourNamed(t, shardedredis.Health{}, ring.Jedis{KeyTags: true})
+	plan, err := ring.New([]ring.Node{{Name: "ra"}, {Name: "rb"}, {Name: "rc"}, {Name: "rd"}}, ring.Jedis{KeyTags: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,7 +223,7 @@ func TestReshardWatch(t *testing.T) {
 
 // A key about to expire (PTTL 0) keeps expiring when moved.
 func TestReshardKeyAboutToExpireStillExpires(t *testing.T) {
-	servers, c, shards := fourNamed(t, shardedredis.Health{})
+	servers, c, shards := fourNamed(t, shardedredis.Health{}, nil)
 	k, from := movingKey(t, c, shards, "e")
 	c.Set(ctx, k, "v", time.Hour)
 	c.Shards()[from].Client.AddHook(pttlZero{})
@@ -261,7 +261,7 @@ func (pttlZero) ProcessPipelineHook(n goredis.ProcessPipelineHook) goredis.Proce
 // the ejected source as not migrated, keeping the window open.
 func TestReshardWithEjectedShard(t *testing.T) {
 	h := shardedredis.Health{Mode: shardedclient.EjectMode, FailureLimit: 1, RetryTimeout: time.Hour}
-	servers, c, shards := fourNamed(t, h)
+	servers, c, shards := fourNamed(t, h, nil)
 	for i := range 300 {
 		c.Set(ctx, "k"+strconv.Itoa(i), "v", 0)
 	}
@@ -303,7 +303,7 @@ func TestReshardWithEjectedShard(t *testing.T) {
 // Watch's fn may use the client itself while a resharding begins: moves do
 // not wait for fn.
 func TestReshardWatchFnUsesClientDuringBegin(t *testing.T) {
-	_, c, shards := fourNamed(t, shardedredis.Health{})
+	_, c, shards := fourNamed(t, shardedredis.Health{}, nil)
 	k, _ := movingKey(t, c, shards, "n")
 	c.Set(ctx, k, "v", 0)
 	began := make(chan struct{})
@@ -339,9 +339,9 @@ func TestReshardWatchFnUsesClientDuringBegin(t *testing.T) {
 // A migration moves only the keys its move takes from a shard: a stray
 // stale copy left on a shard that no longer owns the key stays unreachable.
 func TestReshardMigrationIgnoresStrayCopies(t *testing.T) {
-	servers, c, shards := fourNamed(t, shardedredis.Health{})
-	two, _ := ring.New([]ring.Node{{Name: shards[0].Name}, {Name: shards[1].Name}})
-	three, _ := ring.New([]ring.Node{{Name: shards[0].Name}, {Name: shards[1].Name}, {Name: shards[2].Name}})
+	servers, c, shards := fourNamed(t, shardedredis.Health{}, nil)
+	two, _ := ring.New([]ring.Node{{Name: shards[0].Name}, {Name: shards[1].Name}}, nil)
+	three, _ := ring.New([]ring.Node{{Name: shards[0].Name}, {Name: shards[1].Name}, {Name: shards[2].Name}}, nil)
 	k := "stray"
 	for i := 0; two.Locate(k) != 1 || three.Locate(k) != 1; i++ {
 		k = "stray" + strconv.Itoa(i) // on shard 1 with two shards and with three
@@ -373,7 +373,7 @@ func TestReshardMigrationIgnoresStrayCopies(t *testing.T) {
 // Close returns although a command that never ends (BLPOP 0) holds a view
 // that SetShards replaced.
 func TestCloseWithBlockingCommandOnRetiredView(t *testing.T) {
-	_, c, shards := fourNamed(t, shardedredis.Health{})
+	_, c, shards := fourNamed(t, shardedredis.Health{}, nil)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -397,7 +397,7 @@ func TestCloseWithBlockingCommandOnRetiredView(t *testing.T) {
 // (EjectMode): the keys it held fail no more.
 func TestReshardDepartingShardEjected(t *testing.T) {
 	h := shardedredis.Health{Mode: shardedclient.EjectMode, FailureLimit: 1, RetryTimeout: time.Hour}
-	servers, c, shards := fourNamed(t, h)
+	servers, c, shards := fourNamed(t, h, nil)
 	var onC []string
 	for i := range 300 {
 		k := "dep" + strconv.Itoa(i)

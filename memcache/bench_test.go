@@ -34,9 +34,9 @@ func BenchmarkPickServer(b *testing.B) {
 			name string
 			sel  gomemcache.ServerSelector
 		}{
-			{"Selector-jedis", mustSelector(b, srvs)},
-			{"Selector-ketama", mustSelector(b, srvs, ring.WithKetama())},
-			{"Selector-gomemcache", mustSelector(b, srvs, ring.WithGomemcache())},
+			{"Selector-jedis", mustSelector(b, srvs, nil)},
+			{"Selector-ketama", mustSelector(b, srvs, ring.Libmemcached{Distribution: ring.LibmemcachedKetamaWeighted})},
+			{"Selector-gomemcache", mustSelector(b, srvs, ring.Gomemcache{})},
 			{"ServerList", &list},
 		} {
 			b.Run(fmt.Sprintf("servers=%d/%s", n, c.name), func(b *testing.B) {

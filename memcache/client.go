@@ -41,13 +41,15 @@ type ShardOptions struct {
 type ShardedOptions struct {
 	// Shards lists the shards in ring order; at least one.
 	Shards []ShardOptions
-	// RingOptions set placement. The default is Jedis's placement;
-	// ring.WithKetama gives libmemcached's ketama (also PHP memcached's
-	// OPT_LIBKETAMA_COMPATIBLE and twemproxy's ketama/md5),
-	// ring.WithKetamaSpymemcached spymemcached's, ring.WithGomemcache
+	// Placement is the ring's preset; nil is ring.Jedis{}, Jedis's
+	// placement. ring.Libmemcached{Distribution:
+	// ring.LibmemcachedKetamaWeighted} gives libketama (also PHP
+	// memcached's OPT_LIBKETAMA_COMPATIBLE and twemproxy's ketama/md5),
+	// ring.Spymemcached{...} spymemcached's, ring.Gomemcache{}
 	// gomemcache's ServerList (crc32 % N); package ring has the other
-	// peers' presets. ring.WithKeyTags places tagged keys by their tag.
-	RingOptions []ring.Option
+	// peers' presets. ring.Jedis{KeyTags: true} places tagged keys by
+	// their tag.
+	Placement ring.Preset
 	// Health says what happens when a shard fails (see Health); the
 	// default, FailureMode, moves no key.
 	Health Health
@@ -99,7 +101,7 @@ func NewShardedClient(opt *ShardedOptions) (*ShardedClient, error) {
 	if err != nil {
 		return nil, err
 	}
-	return newShardedClient(shards, opt.Health, opt.RingOptions)
+	return newShardedClient(shards, opt.Health, opt.Placement)
 }
 
 // newShards builds the shards of opts, taking the client of a shard in
@@ -149,15 +151,16 @@ func reused(reuse []Shard, so ShardOptions) *memcache.Client {
 // errors name the shard by it, and the ketama presets label an unnamed
 // shard by it. The ShardedClient takes the clients over: Close closes them.
 // It returns an error wrapping memcache.ErrNoServers for an empty list, an
-// error naming the shard for a nil client, and the errors of ring.New.
-func NewShardedClientFromClients(shards []Shard, opts ...ring.Option) (*ShardedClient, error) {
+// error naming the shard for a nil client, and the errors of ring.New. p
+// is the ring's preset (nil: ring.Jedis{}).
+func NewShardedClientFromClients(shards []Shard, p ring.Preset) (*ShardedClient, error) {
 	if len(shards) == 0 {
 		return nil, fmt.Errorf("shardedcache: %w", memcache.ErrNoServers)
 	}
-	return newShardedClient(slices.Clone(shards), Health{}, opts)
+	return newShardedClient(slices.Clone(shards), Health{}, p)
 }
 
-func newShardedClient(shards []Shard, h Health, opts []ring.Option) (*ShardedClient, error) {
+func newShardedClient(shards []Shard, h Health, p ring.Preset) (*ShardedClient, error) {
 	if h.Probe == nil && (h.ProbeInterval > 0 || h.Mode == shardedclient.EjectMode) {
 		h.Probe = func(ctx context.Context, m *memcache.Client) error { return runErr(ctx, m.Ping) }
 	}
@@ -167,7 +170,7 @@ func newShardedClient(shards []Shard, h Health, opts []ring.Option) (*ShardedCli
 	if h.OnRejoin == nil && h.Mode == shardedclient.EjectMode {
 		h.OnRejoin = func(ctx context.Context, m *memcache.Client) error { return runErr(ctx, m.FlushAll) }
 	}
-	s, err := shardedclient.NewWithHealth(shards, h, opts...)
+	s, err := shardedclient.NewWithHealth(shards, h, p)
 	if err != nil {
 		return nil, err // ring's and shardedclient's errors carry their own prefix
 	}

@@ -231,10 +231,10 @@ func TestMemcacheNewShardedClientErrors(t *testing.T) {
 		})
 	}
 
-	if _, err := memcache.NewShardedClientFromClients(nil); !errors.Is(err, gomemcache.ErrNoServers) {
+	if _, err := memcache.NewShardedClientFromClients(nil, nil); !errors.Is(err, gomemcache.ErrNoServers) {
 		t.Fatalf("NewShardedClientFromClients(nil): %v, want ErrNoServers", err)
 	}
-	_, err := memcache.NewShardedClientFromClients([]memcache.Shard{{Addr: "a:1", Client: gomemcache.New("10.0.0.1:11211")}, {Name: "nil", Addr: "b:1"}})
+	_, err := memcache.NewShardedClientFromClients([]memcache.Shard{{Addr: "a:1", Client: gomemcache.New("10.0.0.1:11211")}, {Name: "nil", Addr: "b:1"}}, nil)
 	if err == nil || !strings.Contains(err.Error(), `shard 1 ("nil"): nil client`) {
 		t.Fatalf("NewShardedClientFromClients with a nil client: %v", err)
 	}
@@ -269,22 +269,22 @@ func TestMemcacheShardedClientPlacementMatchesSelector(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		servers []memcache.Server
-		opts    []ring.Option
+		p       ring.Preset
 	}{
 		{"jedis/unnamed", servers(3, ""), nil},
 		{"jedis/named", servers(4, "mc-"), nil},
-		{"ketama/named", servers(3, "cache"), []ring.Option{ring.WithKetama()}},
-		{"ketama/unnamed", servers(3, ""), []ring.Option{ring.WithKetama()}},
-		{"spymemcached/unnamed", servers(3, ""), []ring.Option{ring.WithKetamaSpymemcached()}},
-		{"gomemcache", servers(3, ""), []ring.Option{ring.WithGomemcache()}},
+		{"ketama/named", servers(3, "cache"), ring.Libmemcached{Distribution: ring.LibmemcachedKetamaWeighted}},
+		{"ketama/unnamed", servers(3, ""), ring.Libmemcached{Distribution: ring.LibmemcachedKetamaWeighted}},
+		{"spymemcached/unnamed", servers(3, ""), ring.Spymemcached{Locator: ring.SpymemcachedKetama}},
+		{"gomemcache", servers(3, ""), ring.Gomemcache{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			sel := mustSelector(t, tc.servers, tc.opts...)
+			sel := mustSelector(t, tc.servers, tc.p)
 			shards := make([]memcache.ShardOptions, len(tc.servers))
 			for i, s := range tc.servers {
 				shards[i] = memcache.ShardOptions{Name: s.Name, Weight: s.Weight, Addr: s.Addr}
 			}
-			c, err := memcache.NewShardedClient(&memcache.ShardedOptions{Shards: shards, RingOptions: tc.opts})
+			c, err := memcache.NewShardedClient(&memcache.ShardedOptions{Shards: shards, Placement: tc.p})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -101,7 +101,7 @@
 // Keys are placed by package ring, checked key for key against the peers'
 // own vectors:
 //
-//   - by default, Jedis's ShardedJedis ring (MurmurHash64A, 160 virtual
+//   - by default, Jedis's ShardedJedis ring (ring.HashMurmur64A, 160 virtual
 //     nodes per unit of weight), the same placement as this module's Redis
 //     backend: name the servers (Server.Name, ShardOptions.Name) so that
 //     the list can be reordered; an unnamed server is known by its position;

@@ -19,7 +19,7 @@ func ExampleNewSelector_gomemcache() {
 		{Addr: "10.0.0.1:11211"},
 		{Addr: "10.0.0.2:11211"},
 		{Addr: "10.0.0.3:11211"},
-	}, ring.WithKetama())
+	}, ring.Libmemcached{Distribution: ring.LibmemcachedKetamaWeighted})
 	if err != nil {
 		log.Fatal(err)
 	}

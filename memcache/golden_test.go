@@ -58,11 +58,11 @@ func readGolden(t *testing.T, path string) (keys []string, index []int) {
 func TestMemcacheGoldenSelector(t *testing.T) {
 	for _, tc := range []struct {
 		file string
-		opt  ring.Option
+		opt  ring.Preset
 	}{
-		{"../ring/testdata/ketama/libmemcached_ketama_weighted.tsv", ring.WithKetama()},
-		{"../ring/testdata/ketama/spymemcached_ketama_default.tsv", ring.WithKetamaSpymemcached()},
-		{"../ring/testdata/presets/gomemcache_default_serverlist.tsv", ring.WithGomemcache()},
+		{"../ring/testdata/ketama/libmemcached_ketama_weighted.tsv", ring.Libmemcached{Distribution: ring.LibmemcachedKetamaWeighted}},
+		{"../ring/testdata/ketama/spymemcached_ketama_default.tsv", ring.Spymemcached{Locator: ring.SpymemcachedKetama}},
+		{"../ring/testdata/presets/gomemcache_default_serverlist.tsv", ring.Gomemcache{}},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			srvs := make([]memcache.Server, len(goldenServers))
@@ -105,7 +105,7 @@ func TestMemcacheSelectorGomemcachePresetMatchesServerList(t *testing.T) {
 		if err := list.SetServers(addrs...); err != nil {
 			t.Fatal(err)
 		}
-		sel := mustSelector(t, srvs, ring.WithGomemcache())
+		sel := mustSelector(t, srvs, ring.Gomemcache{})
 		for _, k := range keys {
 			want, err := list.PickServer(k)
 			if err != nil {

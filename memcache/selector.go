@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	"github.com/bradfitz/gomemcache/memcache"
@@ -16,7 +17,7 @@ import (
 type Server struct {
 	// Name identifies the server on the ring; optional. A named server
 	// keeps its keys when the list is reordered or a server before it is
-	// removed (see package ring). With ring.WithKetama the name is the
+	// removed (see package ring). With the ketama presets the name is the
 	// server's ketama label; an unnamed server is labelled by its Addr.
 	Name string
 	// Weight scales the server's share of keys; 0 means 1, negative is an
@@ -34,12 +35,20 @@ type Server struct {
 // keep their server when servers are added or removed, except the keys the
 // change must move.
 //
+// A server can be ejected and rejoined (Eject, Rejoin): its keys then go
+// where the ring's preset sends them when a server is down, as the peer's
+// auto-eject does, and come back on Rejoin. gomemcache tells a selector
+// nothing of failures, so the caller decides when; the sharded client
+// (NewShardedClient with Health.Mode shardedclient.EjectMode) ejects and
+// rejoins by itself, probing the servers.
+//
 // The zero Selector has no servers: PickServer returns memcache.ErrNoServers
 // and Each calls nothing, until SetServers succeeds. A Selector is safe for
 // concurrent use; PickServer takes no lock and allocates nothing.
 type Selector struct {
-	opts  []ring.Option // set by NewSelector, read-only afterwards
-	state atomic.Pointer[selectorState]
+	preset ring.Preset // set by NewSelector, read-only afterwards
+	mu     sync.Mutex  // serializes SetServers, Eject and Rejoin
+	state  atomic.Pointer[selectorState]
 }
 
 // selectorState is one immutable server list: SetServers replaces it whole.
@@ -51,16 +60,17 @@ type selectorState struct {
 
 var _ memcache.ServerSelector = (*Selector)(nil)
 
-// NewSelector returns a Selector over servers, in ring order, placed with
-// opts (the default is Jedis's placement; ring.WithKetama gives libmemcached's
-// ketama, ring.WithKetamaSpymemcached spymemcached's, ring.WithGomemcache
+// NewSelector returns a Selector over servers, in ring order, placed by
+// preset p (nil is ring.Jedis{}, Jedis's placement;
+// ring.Libmemcached{Distribution: ring.LibmemcachedKetamaWeighted} gives
+// libketama, ring.Spymemcached{...} spymemcached's, ring.Gomemcache{}
 // gomemcache's ServerList). It resolves every
 // address once and connects to nothing. It returns an error wrapping
 // memcache.ErrNoServers for an empty list, an error naming the server for a
 // missing or unresolvable address or an address listed twice, and the errors
 // of ring.New (negative weight, duplicate name or ketama label).
-func NewSelector(servers []Server, opts ...ring.Option) (*Selector, error) {
-	s := &Selector{opts: append([]ring.Option(nil), opts...)}
+func NewSelector(servers []Server, p ring.Preset) (*Selector, error) {
+	s := &Selector{preset: p}
 	if err := s.SetServers(servers); err != nil {
 		return nil, err
 	}
@@ -69,22 +79,66 @@ func NewSelector(servers []Server, opts ...ring.Option) (*Selector, error) {
 
 // SetServers replaces the server list, atomically: a PickServer running
 // meanwhile sees the old list or the new one, whole. The new ring is built
-// with the Selector's ring options. On a consistent ring (the default and
+// with the Selector's preset; no server of the new list is ejected. On a
+// consistent ring (the default and
 // the ketama presets; not the modulo ones such as ring.WithGomemcache) a
 // server keeps its keys when it keeps its identity (its name; unnamed, its
 // list position, or with ketama its address), so only the keys of servers
 // added or removed move. On error (the same as NewSelector's) the list is
-// left unchanged. On a zero Selector the ring options are the defaults.
+// left unchanged. On a zero Selector the preset is ring.Jedis{}.
 func (s *Selector) SetServers(servers []Server) error {
-	st, err := newSelectorState(servers, s.opts)
+	st, err := newSelectorState(servers, s.preset)
 	if err != nil {
 		return err
 	}
+	s.mu.Lock()
 	s.state.Store(st)
+	s.mu.Unlock()
 	return nil
 }
 
-func newSelectorState(servers []Server, opts []ring.Option) (*selectorState, error) {
+// Eject makes the given servers (indices in Servers()) own no key, as
+// ring.Ring.Eject does: their keys go where the preset's peer sends them
+// while a server is down (the other servers keep theirs on a consistent
+// ring; libketama's and twemproxy's ketama rebuild over the live servers'
+// weights; modulo presets run over the live servers). Ejections add up.
+// It fails, changing nothing, for an index out of range, when every server
+// would be ejected, or (wrapping memcache.ErrNoServers) on a Selector with
+// no servers.
+func (s *Selector) Eject(servers ...int) error { return s.setEjected(servers, (*ring.Ring).Eject) }
+
+// Rejoin gives the given ejected servers their keys back (ring.Ring.Rejoin):
+// ejecting and rejoining a server places every key as before, except with
+// libmemcached's unweighted ketama, which values its points with the hash
+// in force when it rebuilds (ring.Libmemcached.HashAfter). Its errors are
+// Eject's.
+func (s *Selector) Rejoin(servers ...int) error { return s.setEjected(servers, (*ring.Ring).Rejoin) }
+
+// Ejected reports whether server i is ejected (false for an index out of
+// range and on a Selector with no servers).
+func (s *Selector) Ejected(i int) bool {
+	st := s.state.Load()
+	return st != nil && i >= 0 && i < st.ring.Len() && st.ring.Ejected(i)
+}
+
+func (s *Selector) setEjected(servers []int, f func(*ring.Ring, ...int) (*ring.Ring, error)) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.state.Load()
+	if st == nil {
+		return fmt.Errorf("shardedcache: %w", memcache.ErrNoServers)
+	}
+	r, err := f(st.ring, servers...)
+	if err != nil {
+		return err
+	}
+	next := *st
+	next.ring = r
+	s.state.Store(&next)
+	return nil
+}
+
+func newSelectorState(servers []Server, p ring.Preset) (*selectorState, error) {
 	if len(servers) == 0 {
 		return nil, fmt.Errorf("shardedcache: %w", memcache.ErrNoServers)
 	}
@@ -103,7 +157,7 @@ func newSelectorState(servers []Server, opts []ring.Option) (*selectorState, err
 		st.addrs[i] = a
 		nodes[i] = ring.Node{Name: srv.Name, Weight: srv.Weight, Addr: srv.Addr}
 	}
-	r, err := ring.New(nodes, opts...)
+	r, err := ring.New(nodes, p)
 	if err != nil {
 		return nil, err // ring's errors carry their own prefix
 	}

@@ -47,9 +47,9 @@ func nodesOf(servers []memcache.Server) []ring.Node {
 	return nodes
 }
 
-func mustSelector(t testing.TB, srvs []memcache.Server, opts ...ring.Option) *memcache.Selector {
+func mustSelector(t testing.TB, srvs []memcache.Server, p ring.Preset) *memcache.Selector {
 	t.Helper()
-	sel, err := memcache.NewSelector(srvs, opts...)
+	sel, err := memcache.NewSelector(srvs, p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,19 +90,19 @@ func TestMemcacheSelectorPlacementMatchesRing(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		servers []memcache.Server
-		opts    []ring.Option
+		p       ring.Preset
 	}{
 		{"jedis/unnamed", servers(3, ""), nil},
 		{"jedis/named-weighted", func() []memcache.Server { s := servers(4, "mc-"); s[2].Weight = 3; return s }(), nil},
-		{"jedis/keytags", servers(5, "mc-"), []ring.Option{ring.WithKeyTags()}},
-		{"ketama/unnamed-weighted", weighted, []ring.Option{ring.WithKetama()}},
-		{"ketama/named", servers(3, "cache"), []ring.Option{ring.WithKetama()}},
-		{"spymemcached/unnamed", servers(4, ""), []ring.Option{ring.WithKetamaSpymemcached()}},
-		{"gomemcache", servers(4, ""), []ring.Option{ring.WithGomemcache()}},
+		{"jedis/keytags", servers(5, "mc-"), ring.Jedis{KeyTags: true}},
+		{"ketama/unnamed-weighted", weighted, ring.Libmemcached{Distribution: ring.LibmemcachedKetamaWeighted}},
+		{"ketama/named", servers(3, "cache"), ring.Libmemcached{Distribution: ring.LibmemcachedKetamaWeighted}},
+		{"spymemcached/unnamed", servers(4, ""), ring.Spymemcached{Locator: ring.SpymemcachedKetama}},
+		{"gomemcache", servers(4, ""), ring.Gomemcache{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			sel := mustSelector(t, tc.servers, tc.opts...)
-			r, err := ring.New(nodesOf(tc.servers), tc.opts...)
+			sel := mustSelector(t, tc.servers, tc.p)
+			r, err := ring.New(nodesOf(tc.servers), tc.p)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -128,7 +128,7 @@ func TestMemcacheSelectorPlacementMatchesRing(t *testing.T) {
 func TestMemcacheSelectorEach(t *testing.T) {
 	srvs := servers(5, "")
 	srvs[2].Addr = "/var/run/memcached/mc2.sock"
-	sel := mustSelector(t, srvs)
+	sel := mustSelector(t, srvs, nil)
 	var got []string
 	if err := sel.Each(func(a net.Addr) error { got = append(got, a.Network()+" "+a.String()); return nil }); err != nil {
 		t.Fatal(err)
@@ -157,14 +157,14 @@ func TestMemcacheSelectorEach(t *testing.T) {
 func TestMemcacheSelectorSetServersAddMovesOnlyToNewServer(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		opts []ring.Option
+		p    ring.Preset
 	}{
 		{"jedis", nil},
-		{"ketama", []ring.Option{ring.WithKetama()}},
+		{"ketama", ring.Libmemcached{Distribution: ring.LibmemcachedKetamaWeighted}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			four := servers(4, "")
-			sel := mustSelector(t, four[:3], tc.opts...)
+			sel := mustSelector(t, four[:3], tc.p)
 			keys := testKeys(10_000)
 			before := make([]string, len(keys))
 			for i, k := range keys {
@@ -173,7 +173,7 @@ func TestMemcacheSelectorSetServersAddMovesOnlyToNewServer(t *testing.T) {
 			if err := sel.SetServers(four); err != nil {
 				t.Fatal(err)
 			}
-			r4, err := ring.New(nodesOf(four), tc.opts...)
+			r4, err := ring.New(nodesOf(four), tc.p)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -209,14 +209,14 @@ func TestMemcacheSelectorSetServersRemoveMovesOnlyItsKeys(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		servers []memcache.Server
-		opts    []ring.Option
+		p       ring.Preset
 	}{
 		{"jedis/named", servers(4, "mc-"), nil},
-		{"ketama/unnamed", servers(4, ""), []ring.Option{ring.WithKetama()}},
-		{"spymemcached/unnamed", servers(4, ""), []ring.Option{ring.WithKetamaSpymemcached()}},
+		{"ketama/unnamed", servers(4, ""), ring.Libmemcached{Distribution: ring.LibmemcachedKetamaWeighted}},
+		{"spymemcached/unnamed", servers(4, ""), ring.Spymemcached{Locator: ring.SpymemcachedKetama}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			sel := mustSelector(t, tc.servers, tc.opts...)
+			sel := mustSelector(t, tc.servers, tc.p)
 			removed := tc.servers[1].Addr
 			keys := testKeys(10_000)
 			before := make([]string, len(keys))
@@ -248,8 +248,8 @@ func TestMemcacheSelectorSetServersRemoveMovesOnlyItsKeys(t *testing.T) {
 
 // TestMemcacheSelectorPickServerAllocs: PickServer allocates nothing.
 func TestMemcacheSelectorPickServerAllocs(t *testing.T) {
-	for _, opts := range [][]ring.Option{nil, {ring.WithKetama()}, {ring.WithKeyTags()}, {ring.WithGomemcache()}} {
-		sel := mustSelector(t, servers(3, ""), opts...)
+	for _, p := range []ring.Preset{nil, ring.Libmemcached{Distribution: ring.LibmemcachedKetamaWeighted}, ring.Jedis{KeyTags: true}, ring.Gomemcache{}} {
+		sel := mustSelector(t, servers(3, ""), p)
 		keys := testKeys(64)
 		i := 0
 		allocs := testing.AllocsPerRun(1000, func() {
@@ -270,7 +270,7 @@ func TestMemcacheSelectorErrors(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		servers []memcache.Server
-		opts    []ring.Option
+		p       ring.Preset
 		want    string // substring of the error
 	}{
 		{"nil list", nil, nil, "shardedcache: memcache: no servers configured or available"},
@@ -281,10 +281,10 @@ func TestMemcacheSelectorErrors(t *testing.T) {
 		{"duplicate name", []memcache.Server{{Name: "a", Addr: "10.0.0.1:11211"}, {Name: "a", Addr: "10.0.0.2:11211"}}, nil, `ring: nodes 0 and 1 have the same name "a"`},
 		{"negative weight", []memcache.Server{{Addr: "10.0.0.1:11211"}, {Name: "w", Weight: -1, Addr: "10.0.0.2:11211"}}, nil, `ring: node 1 ("w"): weight -1 is negative`},
 		{"duplicate address", []memcache.Server{{Addr: "10.0.0.1:11211"}, {Addr: "10.0.0.2:11211"}, {Name: "x", Addr: "10.0.0.1:11211"}}, nil, "shardedcache: servers 0 and 2 have the same address 10.0.0.1:11211"},
-		{"duplicate ketama label", []memcache.Server{{Addr: "10.0.0.1:11211"}, {Name: "10.0.0.1", Addr: "10.0.0.2:11211"}}, []ring.Option{ring.WithKetama()}, `same ketama label "10.0.0.1"`},
+		{"duplicate ketama label", []memcache.Server{{Addr: "10.0.0.1:11211"}, {Name: "10.0.0.1", Addr: "10.0.0.2:11211"}}, ring.Libmemcached{Distribution: ring.LibmemcachedKetamaWeighted}, `same ketama label "10.0.0.1"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			sel, err := memcache.NewSelector(tc.servers, tc.opts...)
+			sel, err := memcache.NewSelector(tc.servers, tc.p)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("NewSelector: %v, want an error containing %q", err, tc.want)
 			}
@@ -295,7 +295,7 @@ func TestMemcacheSelectorErrors(t *testing.T) {
 				t.Fatalf("NewSelector with no server: %v, want errors.Is memcache.ErrNoServers", err)
 			}
 			// SetServers fails alike and keeps the old list.
-			sel = mustSelector(t, servers(2, ""), tc.opts...)
+			sel = mustSelector(t, servers(2, ""), tc.p)
 			if err := sel.SetServers(tc.servers); err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("SetServers: %v, want an error containing %q", err, tc.want)
 			}
@@ -328,7 +328,7 @@ func TestMemcacheSelectorErrors(t *testing.T) {
 // refuses malformed keys itself).
 func TestMemcacheSelectorAddresses(t *testing.T) {
 	sock := filepath.Join(t.TempDir(), "memcached.sock")
-	sel := mustSelector(t, []memcache.Server{{Addr: sock}, {Addr: "localhost:11212"}, {Addr: "[::1]:11213"}})
+	sel := mustSelector(t, []memcache.Server{{Addr: sock}, {Addr: "localhost:11212"}, {Addr: "[::1]:11213"}}, nil)
 	var got []string
 	_ = sel.Each(func(a net.Addr) error { got = append(got, a.Network()+" "+a.String()); return nil })
 	if got[0] != "unix "+sock {
@@ -358,7 +358,7 @@ func TestMemcacheSelectorConcurrentSetServers(t *testing.T) {
 	for _, s := range b {
 		valid[s.Addr] = true
 	}
-	sel := mustSelector(t, a)
+	sel := mustSelector(t, a, nil)
 	var wg sync.WaitGroup
 	for g := range 4 {
 		wg.Go(func() {
@@ -415,7 +415,7 @@ func TestMemcacheNewFromSelector(t *testing.T) {
 		srvs[i] = memcache.Server{Name: "mc-" + strconv.Itoa(i), Addr: a}
 		direct[i] = gomemcache.New(a)
 	}
-	sel := mustSelector(t, srvs)
+	sel := mustSelector(t, srvs, nil)
 	client := gomemcache.NewFromSelector(sel)
 	t.Cleanup(func() {
 		for _, c := range append(direct, client) {
@@ -473,7 +473,7 @@ func TestMemcacheNewFromSelector(t *testing.T) {
 // server, is refused the same way; FlushAll reaches every server.
 func TestMemcacheSelectorRefusesUnsafeKeys(t *testing.T) {
 	l1, l2 := countingListener(t), countingListener(t)
-	sel := mustSelector(t, []memcache.Server{{Addr: l1.addr}, {Addr: l2.addr}})
+	sel := mustSelector(t, []memcache.Server{{Addr: l1.addr}, {Addr: l2.addr}}, nil)
 	plain := gomemcache.NewFromSelector(sel)
 	sharded := mustClient(t, &memcache.ShardedOptions{Shards: []memcache.ShardOptions{{Addr: l1.addr}, {Addr: l2.addr}}})
 	for _, key := range []string{"", " ", "a b", "a\r\nflush_all", "nul\x00", "del\x7f", strings.Repeat("k", 251)} {

@@ -81,11 +81,11 @@ type Health = shardedclient.Health[*goredis.Client]
 type ShardedOptions struct {
 	// Shards lists the shards in ring order; at least one.
 	Shards []ShardOptions
-	// RingOptions set placement: ring.WithKeyTags, ring.WithHash,
-	// ring.WithReplicas, ring.WithJedisLegacyNames, or another peer's
-	// preset (ring.WithGoRedisRing, ring.WithTwemproxy, ...). The default
-	// is Jedis's ShardedJedis placement.
-	RingOptions []ring.Option
+	// Placement is the ring's preset: ring.Jedis (with KeyTags, Hash,
+	// Replicas, LegacyNames), or another peer's (ring.GoRedisRing{},
+	// ring.Twemproxy{...}, ...). nil is ring.Jedis{}, Jedis's ShardedJedis
+	// placement.
+	Placement ring.Preset
 	// Health says what happens when a shard fails (see Health).
 	Health Health
 }
@@ -139,7 +139,7 @@ func NewShardedClient(opt *ShardedOptions) (*ShardedClient, error) {
 	if err != nil {
 		return nil, err
 	}
-	c, err := newShardedClient(shards, opt.Health, opt.RingOptions)
+	c, err := newShardedClient(shards, opt.Health, opt.Placement)
 	if err != nil {
 		closeClients(shards, nil)
 		return nil, err
@@ -387,8 +387,8 @@ func redactAddr(addr string) string {
 // Close closes them, and a hook of its own is added to each, which marks a
 // server's refusal to set up a connection as the shard's failure. It
 // returns the errors of ring.New and an error naming a shard with a nil
-// client.
-func NewShardedClientFromClients(shards []Shard, opts ...ring.Option) (*ShardedClient, error) {
+// client. p is the ring's preset (nil: ring.Jedis{}).
+func NewShardedClientFromClients(shards []Shard, p ring.Preset) (*ShardedClient, error) {
 	shards = append([]Shard(nil), shards...)
 	for i := range shards {
 		if shards[i].Client == nil {
@@ -400,17 +400,17 @@ func NewShardedClientFromClients(shards []Shard, opts ...ring.Option) (*ShardedC
 		}
 		shardClient(shards[i].Client)
 	}
-	return newShardedClient(shards, Health{}, opts)
+	return newShardedClient(shards, Health{}, p)
 }
 
-func newShardedClient(shards []Shard, h Health, opts []ring.Option) (*ShardedClient, error) {
+func newShardedClient(shards []Shard, h Health, p ring.Preset) (*ShardedClient, error) {
 	if h.Probe == nil && (h.ProbeInterval > 0 || h.Mode == shardedclient.EjectMode) {
 		h.Probe = func(ctx context.Context, c *goredis.Client) error { return c.Ping(ctx).Err() }
 	}
 	if h.Classify == nil {
 		h.Classify = classify
 	}
-	s, err := shardedclient.NewWithHealth(shards, h, opts...)
+	s, err := shardedclient.NewWithHealth(shards, h, p)
 	if err != nil {
 		return nil, err // ring's and shardedclient's errors carry their own prefix
 	}

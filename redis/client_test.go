@@ -28,7 +28,7 @@ func TestNewShardedClientErrors(t *testing.T) {
 		{"bad address", &ShardedOptions{Shards: []ShardOptions{{Addr: "localhost"}}}, `shard 0 (""): address "localhost"`},
 		{"negative weight", &ShardedOptions{Shards: []ShardOptions{{Addr: "127.0.0.1:1", Weight: -2}}}, "weight -2 is negative"},
 		{"duplicate name", &ShardedOptions{Shards: []ShardOptions{{Name: "a", Addr: "127.0.0.1:1"}, {Name: "a", Addr: "127.0.0.1:2"}}}, `nodes 0 and 1 have the same name "a"`},
-		{"bad replicas", &ShardedOptions{Shards: []ShardOptions{{Addr: "127.0.0.1:1"}}, RingOptions: []ring.Option{ring.WithReplicas(0)}}, "replicas 0"},
+		{"bad replicas", &ShardedOptions{Shards: []ShardOptions{{Addr: "127.0.0.1:1"}}, Placement: ring.Jedis{Replicas: -1}}, "replicas -1"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -41,7 +41,7 @@ func TestNewShardedClientErrors(t *testing.T) {
 			}
 		})
 	}
-	if _, err := NewShardedClientFromClients([]Shard{{Name: "x"}}); err == nil || !strings.Contains(err.Error(), `shard 0 ("x"): nil client`) {
+	if _, err := NewShardedClientFromClients([]Shard{{Name: "x"}}, nil); err == nil || !strings.Contains(err.Error(), `shard 0 ("x"): nil client`) {
 		t.Fatalf("nil client: %v", err)
 	}
 }

@@ -142,8 +142,8 @@ func ExampleCrossShardError() {
 	shards, stop = startShards("redis-a", "redis-b", "redis-c")
 	defer stop()
 	tagged, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{
-		Shards:      shards,
-		RingOptions: []ring.Option{ring.WithKeyTags()},
+		Shards:    shards,
+		Placement: ring.Jedis{KeyTags: true},
 	})
 	if err != nil {
 		log.Fatal(err)

@@ -48,9 +48,9 @@ const (
 type labelRule uint8
 
 const (
-	labelLibketama  labelRule = iota // "host" on port 11211, else "host:port"
-	labelAddr                        // the address as given (spymemcached)
-	labelSlashAddr                   // "/" + the address (libmemcached's KETAMA_SPY)
+	labelLibketama labelRule = iota // "host" on port 11211, else "host:port"
+	labelAddr                       // the address as given (spymemcached)
+	labelSlashAddr                  // "/" + the address (libmemcached's KETAMA_SPY)
 )
 
 // config is a preset's internal form.

@@ -121,7 +121,7 @@ func TestNewErrors(t *testing.T) {
 		big := MaxVirtualNodes/DefaultReplicas + 1
 		cases := []struct {
 			nodes   []Node
-			p    Preset
+			p       Preset
 			culprit int
 			weight  int
 		}{
@@ -414,7 +414,7 @@ func TestShares(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		nodes []Node
-		p  Preset
+		p     Preset
 	}{
 		{"murmur unnamed", []Node{{}}, nil},
 		{"murmur named weight 3", []Node{{Name: "solo", Weight: 3}}, nil},
@@ -429,7 +429,7 @@ func TestShares(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		nodes []Node
-		p  Preset
+		p     Preset
 	}{
 		{"murmur 3", unnamed(3), nil},
 		{"murmur weighted", []Node{{Weight: 1}, {Weight: 2}, {Name: "x", Weight: 5}}, nil},
@@ -718,7 +718,7 @@ func TestLocatePointWrap(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		nodes []Node
-		p  Preset
+		p     Preset
 	}{
 		{"murmur", unnamed(3), nil},
 		{"md5", unnamed(3), Jedis{Hash: HashMD5}},
@@ -817,7 +817,7 @@ func TestLocateMatchesNaive(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		nodes []Node
-		p  Preset
+		p     Preset
 	}{
 		{"murmur 5", unnamed(5), nil},
 		{"md5 5", unnamed(5), Jedis{Hash: HashMD5}},

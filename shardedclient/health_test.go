@@ -80,7 +80,7 @@ func shardList(clients []*testClient) []shardedclient.Shard[*testClient] {
 // newSharded builds a Sharded over clients with h; t.Cleanup closes it.
 func newSharded(t *testing.T, h shardedclient.Health[*testClient], clients []*testClient) *sharded {
 	t.Helper()
-	s, err := shardedclient.NewWithHealth(shardList(clients), h)
+	s, err := shardedclient.NewWithHealth(shardList(clients), h, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +118,7 @@ func refRing(t *testing.T, names ...string) *ring.Ring {
 	for i, n := range names {
 		nodes[i] = ring.Node{Name: n}
 	}
-	r, err := ring.New(nodes)
+	r, err := ring.New(nodes, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -600,7 +600,7 @@ func TestHealthValidationErrors(t *testing.T) {
 		{shardedclient.Health[*testClient]{ProbeInterval: time.Second}, "shardedclient: a probe interval needs a Probe"},
 		{shardedclient.Health[*testClient]{Mode: 2}, "shardedclient: unknown mode 2"},
 	} {
-		s, err := shardedclient.NewWithHealth(shardList(clients), tc.h)
+		s, err := shardedclient.NewWithHealth(shardList(clients), tc.h, nil)
 		if s != nil || err == nil || err.Error() != tc.want {
 			t.Errorf("NewWithHealth(%+v) = %v, %v; want error %q", tc.h, s, err, tc.want)
 		}
@@ -622,7 +622,7 @@ func TestHealthCloseStopsTimersAndProbeLoop(t *testing.T) {
 		Mode: shardedclient.EjectMode, FailureLimit: 1, RetryTimeout: 50 * time.Millisecond,
 		ProbeInterval: 2 * time.Millisecond, Probe: probeTest,
 	}
-	s, err := shardedclient.NewWithHealth(shardList(clients), h)
+	s, err := shardedclient.NewWithHealth(shardList(clients), h, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -691,7 +691,7 @@ func TestHealthCloseWaitsForRunningRetryProbe(t *testing.T) {
 			return ctx.Err()
 		},
 	}
-	s, err := shardedclient.NewWithHealth(shardList(clients), h)
+	s, err := shardedclient.NewWithHealth(shardList(clients), h, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

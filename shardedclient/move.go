@@ -243,7 +243,7 @@ func (v *View[C]) PreviousIndex(i int) int { return v.prevIdx[i] }
 // shard list's names, weights and addresses) would make: ring.Compare of the
 // current ring and the new one.
 func (s *Sharded[C]) Plan(nodes []ring.Node) (ring.Diff, error) {
-	target, err := ring.New(nodes, s.opts...)
+	target, err := ring.New(nodes, s.preset)
 	if err != nil {
 		return ring.Diff{}, err
 	}

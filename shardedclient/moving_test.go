@@ -112,7 +112,7 @@ func unnamed(clients ...*testClient) []shardedclient.Shard[*testClient] {
 // (it said 34.9% when 51% moved, comparing slots instead of servers).
 func TestUnnamedShardShiftIsRefusedColdAndPlannedAsAMove(t *testing.T) {
 	clients := newClients("A", "B", "C")
-	s, err := shardedclient.New(unnamed(clients...))
+	s, err := shardedclient.New(unnamed(clients...), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +135,7 @@ func TestUnnamedShardShiftIsRefusedColdAndPlannedAsAMove(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	s2, err := shardedclient.New(unnamed(clients...))
+	s2, err := shardedclient.New(unnamed(clients...), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,7 +178,7 @@ func TestSameServerTwiceIsRefused(t *testing.T) {
 	clients := newClients("a", "b")
 	list := shardList(clients)
 	list[1].Addr = list[0].Addr
-	_, err := shardedclient.New(list)
+	_, err := shardedclient.New(list, nil)
 	if err == nil || !strings.Contains(err.Error(), `shards 0 ("a") and 1 ("b") are the same server (10.0.0.1:6379)`) {
 		t.Fatalf("New = %v", err)
 	}

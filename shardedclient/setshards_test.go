@@ -142,7 +142,7 @@ func TestSetShardsReweight(t *testing.T) {
 	if err := s.SetShards(list); err != nil {
 		t.Fatal(err)
 	}
-	ref, err := ring.New([]ring.Node{{Name: "a"}, {Name: "b"}, {Name: "c", Weight: 2}})
+	ref, err := ring.New([]ring.Node{{Name: "a"}, {Name: "b"}, {Name: "c", Weight: 2}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -54,7 +54,7 @@ type Group struct {
 // are safe for concurrent use.
 type Sharded[C comparable] struct {
 	view          atomic.Pointer[View[C]]
-	opts          []ring.Option
+	preset        ring.Preset // nil: ring.Jedis{}
 	health        Health[C]
 	mover         Mover[C]      // set by the backend (SetMover)
 	closer        func(C) error // set by the backend (SetCloser); nil: io.Closer
@@ -71,21 +71,21 @@ type Sharded[C comparable] struct {
 	stop    chan struct{}  // closed by Close
 }
 
-// New builds a Sharded over shards, in order, with the given ring options
-// and the default health policy (failure mode: nothing is ejected). It
-// returns an error for an empty list, a nil client (naming the shard), or
-// any error of ring.New (negative weight, duplicate name, ...).
-func New[C comparable](shards []Shard[C], opts ...ring.Option) (*Sharded[C], error) {
-	return NewWithHealth(shards, Health[C]{}, opts...)
+// New builds a Sharded over shards, in order, placed by preset p (nil is
+// ring.Jedis{}), with the default health policy (failure mode: nothing is
+// ejected). It returns an error for an empty list, a nil client (naming the
+// shard), or any error of ring.New (negative weight, duplicate name, ...).
+func New[C comparable](shards []Shard[C], p ring.Preset) (*Sharded[C], error) {
+	return NewWithHealth(shards, Health[C]{}, p)
 }
 
 // NewWithHealth is New with a health policy (see Health). With
 // Health.ProbeInterval set it starts a goroutine that Close stops.
-func NewWithHealth[C comparable](shards []Shard[C], h Health[C], opts ...ring.Option) (*Sharded[C], error) {
+func NewWithHealth[C comparable](shards []Shard[C], h Health[C], p ring.Preset) (*Sharded[C], error) {
 	if err := h.normalize(); err != nil {
 		return nil, err
 	}
-	s := &Sharded[C]{opts: opts, health: h, stop: make(chan struct{})}
+	s := &Sharded[C]{preset: p, health: h, stop: make(chan struct{})}
 	v, err := s.newView(shards, nil)
 	if err != nil {
 		return nil, err
@@ -113,7 +113,7 @@ func (s *Sharded[C]) newView(shards []Shard[C], old *View[C]) (*View[C], error) 
 		}
 		nodes[i] = ring.Node{Name: sh.Name, Weight: sh.Weight, Addr: sh.Addr}
 	}
-	full, err := ring.New(nodes, s.opts...)
+	full, err := ring.New(nodes, s.preset)
 	if err != nil {
 		return nil, err
 	}

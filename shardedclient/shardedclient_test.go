@@ -23,14 +23,14 @@ func (f *fakeClient) Close() error {
 	return f.failErr
 }
 
-func newTest(t *testing.T, opts ...ring.Option) (*Sharded[*fakeClient], []*fakeClient) {
+func newTest(t *testing.T, p ring.Preset) (*Sharded[*fakeClient], []*fakeClient) {
 	t.Helper()
 	clients := []*fakeClient{{name: "a"}, {name: "b", failErr: errors.New("boom")}, {name: "c"}}
 	var shards []Shard[*fakeClient]
 	for i, c := range clients {
 		shards = append(shards, Shard[*fakeClient]{Name: c.name, Weight: i, Addr: "10.0.0." + fmt.Sprint(i+1) + ":6379", Client: c})
 	}
-	s, err := New(shards, opts...)
+	s, err := New(shards, p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,8 +38,8 @@ func newTest(t *testing.T, opts ...ring.Option) (*Sharded[*fakeClient], []*fakeC
 }
 
 func TestGetShardFollowsRing(t *testing.T) {
-	s, clients := newTest(t)
-	r, err := ring.New([]ring.Node{{Name: "a"}, {Name: "b", Weight: 1}, {Name: "c", Weight: 2}})
+	s, clients := newTest(t, nil)
+	r, err := ring.New([]ring.Node{{Name: "a"}, {Name: "b", Weight: 1}, {Name: "c", Weight: 2}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +60,7 @@ func TestGetShardFollowsRing(t *testing.T) {
 }
 
 func TestGroupKeys(t *testing.T) {
-	s, _ := newTest(t)
+	s, _ := newTest(t, nil)
 	keys := make([]string, 500)
 	for i := range keys {
 		keys[i] = fmt.Sprintf("k%d", i)
@@ -93,25 +93,25 @@ func TestGroupKeys(t *testing.T) {
 }
 
 func TestNewErrors(t *testing.T) {
-	if _, err := New[*fakeClient](nil); err == nil || err.Error() != "shardedclient: no shards" {
+	if _, err := New[*fakeClient](nil, nil); err == nil || err.Error() != "shardedclient: no shards" {
 		t.Fatalf("no shards: %v", err)
 	}
-	_, err := New([]Shard[*fakeClient]{{Name: "a", Client: &fakeClient{}}, {Name: "b"}})
+	_, err := New([]Shard[*fakeClient]{{Name: "a", Client: &fakeClient{}}, {Name: "b"}}, nil)
 	if err == nil || err.Error() != `shardedclient: shard 1 ("b"): nil client` {
 		t.Fatalf("nil client: %v", err)
 	}
-	_, err = New([]Shard[*fakeClient]{{Name: "a", Client: &fakeClient{}}, {Name: "a", Client: &fakeClient{}}})
+	_, err = New([]Shard[*fakeClient]{{Name: "a", Client: &fakeClient{}}, {Name: "a", Client: &fakeClient{}}}, nil)
 	if err == nil || !strings.Contains(err.Error(), `same name "a"`) {
 		t.Fatalf("duplicate name: %v", err)
 	}
 	var nilIface []Shard[fmt.Stringer]
-	if _, err := New(append(nilIface, Shard[fmt.Stringer]{})); err == nil {
+	if _, err := New(append(nilIface, Shard[fmt.Stringer]{}), nil); err == nil {
 		t.Fatal("nil interface client accepted")
 	}
 }
 
 func TestCloseClosesAllAndNamesFailures(t *testing.T) {
-	s, clients := newTest(t)
+	s, clients := newTest(t, nil)
 	err := s.Close()
 	for _, c := range clients {
 		if !c.closed {
@@ -132,7 +132,7 @@ func TestCloseClosesAllAndNamesFailures(t *testing.T) {
 }
 
 func TestLookupAllocatesNothing(t *testing.T) {
-	s, _ := newTest(t)
+	s, _ := newTest(t, nil)
 	ctx := context.Background()
 	if n := testing.AllocsPerRun(1000, func() { _, _ = s.GetShard(ctx, "user:42") }); n != 0 {
 		t.Fatalf("GetShard allocates %v times", n)

@@ -76,7 +76,10 @@ func run() (err error) {
 	if err != nil {
 		return err
 	}
-	shares := client3.Ring().Shares()
+	shares, err := client3.Ring().Shares()
+	if err != nil {
+		return err
+	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "shard\taddress\tkeys held\tring share\t")
 	for i := range 3 {
@@ -206,11 +209,11 @@ func compareModulo(addrs []string) (float64, error) {
 	for i, a := range addrs {
 		nodes[i] = ring.Node{Addr: a}
 	}
-	r3, err := ring.New(nodes[:3], ring.WithGomemcache())
+	r3, err := ring.New(nodes[:3], ring.Gomemcache{})
 	if err != nil {
 		return 0, err
 	}
-	r4, err := ring.New(nodes, ring.WithGomemcache())
+	r4, err := ring.New(nodes, ring.Gomemcache{})
 	if err != nil {
 		return 0, err
 	}

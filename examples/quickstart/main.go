@@ -85,7 +85,10 @@ func run() (err error) {
 	// shard's own client) and set that beside the ring's exact share of the
 	// hash space, which is what a uniform key set should approach.
 	r3 := client.Ring()
-	shares := r3.Shares()
+	shares, err := r3.Shares()
+	if err != nil {
+		return err
+	}
 	expect := make([]int64, r3.Len()) // keys per shard by the ring's own placement
 	for _, k := range keys {
 		expect[r3.Locate(k)]++

@@ -56,7 +56,7 @@ func run() error {
 	for i, addr := range servers.Addrs() {
 		shards = append(shards, shardedredis.ShardOptions{Name: fmt.Sprintf("cache-%d", i), Addr: addr})
 	}
-	rdb, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: shards, RingOptions: []ring.Option{ring.WithKeyTags()}})
+	rdb, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: shards, Placement: ring.Jedis{KeyTags: true}})
 	if err != nil {
 		return err
 	}

@@ -30,7 +30,7 @@ func TestPubSubShardFailureIsReadOnce(t *testing.T) {
 				c := goredis.NewClient(&goredis.Options{Addr: addr, MaxRetries: -1, DialerRetries: 1})
 				list = append(list, shardedclient.Shard[*goredis.Client]{Addr: addr, Client: c})
 			}
-			shards, err := shardedclient.New(list)
+			shards, err := shardedclient.New(list, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
