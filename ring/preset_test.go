@@ -2,6 +2,9 @@ package ring
 
 import (
 	"fmt"
+	"os"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -26,6 +29,66 @@ func TestGoldenPresets(t *testing.T) {
 			checkRouting(t, "testdata/presets/"+c.file+".tsv", mustNew(t, c.nodes, c.opt), c.want)
 		})
 	}
+}
+
+// TestGoldenPeerDefaults checks the presets against vectors produced here
+// by libmemcached 1.1.4 and spymemcached 2.12.3 themselves (see
+// testdata/presets/README.md); the per-node counts come from each file's
+// header.
+func TestGoldenPeerDefaults(t *testing.T) {
+	mc := localNodes([]int{11211, 11212, 11213, 11214}, nil, nil)
+	weighted := localNodes([]int{11211, 11212, 11213, 11214}, []int{1, 2, 1, 3}, nil)
+	mc25 := make([]Node, 25)
+	for i := range mc25 {
+		mc25[i] = Node{Addr: "127.0.0.1:" + strconv.Itoa(11211+i)}
+	}
+	localhost := []Node{{Addr: "localhost:11211"}, {Addr: "localhost:11212"}, {Addr: "localhost:11213"}, {Addr: "localhost:11214"}}
+	for _, c := range []struct {
+		file  string
+		nodes []Node
+		p     Preset
+	}{
+		{"libmemcached_modula_crc", mc, Libmemcached{Hash: HashCRC32Bits16to30}},
+		{"libmemcached_ketama", mc, Libmemcached{Distribution: LibmemcachedKetama}},
+		{"libmemcached_ketama_then_hash_md5", mc, Libmemcached{Distribution: LibmemcachedKetama, HashAfter: HashMD5}},
+		{"libmemcached_hash_md5_then_ketama", mc, Libmemcached{Distribution: LibmemcachedKetama, Hash: HashMD5}},
+		{"libmemcached_ketama_weighted_then_hash_murmur", mc, Libmemcached{Distribution: LibmemcachedKetamaWeighted, HashAfter: HashMurmur2}},
+		{"libmemcached_ketama_spy", mc, Libmemcached{Distribution: LibmemcachedKetamaSpy}},
+		{"libmemcached_ketama_weighted_then_spy", mc, Libmemcached{Distribution: LibmemcachedKetamaSpyWeighted}},
+		{"libmemcached_consistent_weighted", weighted, Libmemcached{Distribution: LibmemcachedConsistentWeighted}},
+		{"spymemcached_default_arraymod", mc, Spymemcached{}},
+		{"spymemcached_ketama_libmemcached_format", localhost, Spymemcached{Locator: SpymemcachedKetama, KeyFormat: LibmemcachedFormat}},
+		{"spymemcached_ketama_weighted", weighted, Spymemcached{Locator: SpymemcachedKetama, Weighted: true}},
+		{"spymemcached_ketama_25servers", mc25, Spymemcached{Locator: SpymemcachedKetama}},
+	} {
+		t.Run(c.file, func(t *testing.T) {
+			path := "testdata/presets/" + c.file + ".tsv"
+			checkRouting(t, path, mustNew(t, c.nodes, c.p), headerCounts(t, path))
+		})
+	}
+}
+
+// headerCounts returns the per-node counts a vector file's header gives
+// ("# per-node counts [a, b, ...]").
+func headerCounts(t *testing.T, path string) []int {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^# per-node counts \[([0-9, ]+)\]$`).FindSubmatch(data)
+	if m == nil {
+		t.Fatalf("%s: no per-node counts in the header", path)
+	}
+	var counts []int
+	for _, f := range strings.Split(string(m[1]), ", ") {
+		n, err := strconv.Atoi(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		counts = append(counts, n)
+	}
+	return counts
 }
 
 // go-redis Ring: rendezvous over the shard names, keys by name.
