@@ -504,3 +504,67 @@ func TestMemcacheSelectorRefusesUnsafeKeys(t *testing.T) {
 }
 
 func second[T any](_ T, err error) error { return err }
+
+// A Selector's servers can be ejected and rejoined: the ejected server owns
+// nothing, the others keep their keys on a consistent ring, PickServer
+// follows ring.Ring.Eject of the same ring, and Rejoin restores every key.
+func TestSelectorEjectRejoin(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		p    ring.Preset
+	}{
+		{"jedis", nil},
+		{"ketama", ring.Libmemcached{Distribution: ring.LibmemcachedKetamaWeighted}},
+		{"gomemcache", ring.Gomemcache{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srvs := servers(4, "")
+			sel := mustSelector(t, srvs, tc.p)
+			want, err := ring.New(nodesOf(srvs), tc.p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := sel.Eject(2); err != nil {
+				t.Fatal(err)
+			}
+			if !sel.Ejected(2) || sel.Ejected(1) || sel.Ejected(9) || sel.Ejected(-1) {
+				t.Fatal("Ejected reports the wrong servers")
+			}
+			ejected, err := want.Eject(2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, k := range testKeys(2000) {
+				got, err := sel.PickServer(k)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if wantAddr := srvs[ejected.Locate(k)].Addr; got.String() != wantAddr {
+					t.Fatalf("%s: PickServer(%q) = %s, want %s", tc.name, k, got, wantAddr)
+				}
+				if got.String() == srvs[2].Addr {
+					t.Fatalf("%q still goes to the ejected server", k)
+				}
+			}
+			if err := sel.Rejoin(2); err != nil {
+				t.Fatal(err)
+			}
+			for _, k := range testKeys(2000) {
+				got, _ := sel.PickServer(k)
+				if got.String() != srvs[want.Locate(k)].Addr {
+					t.Fatalf("after Rejoin %q goes to %s, want %s", k, got, srvs[want.Locate(k)].Addr)
+				}
+			}
+			if err := sel.Eject(0, 1, 2, 3); err == nil || sel.Ejected(0) {
+				t.Fatalf("ejecting every server: %v; server 0 ejected: %v", err, sel.Ejected(0))
+			}
+			if err := sel.Eject(4); err == nil || !strings.Contains(err.Error(), "node 4: index out of range [0, 4)") {
+				t.Fatalf("Eject(4): %v", err)
+			}
+		})
+	}
+	var zero memcache.Selector
+	if err := zero.Eject(0); !errors.Is(err, gomemcache.ErrNoServers) {
+		t.Fatalf("Eject on a zero Selector: %v", err)
+	}
+}

@@ -315,3 +315,136 @@ func TestLibmemcachedKetamaPlain(t *testing.T) {
 		t.Fatal("a 64-bit point hash was accepted")
 	}
 }
+
+// A preset is one value, so two cannot mix; a setting the preset's
+// configuration does not use, or a weight a preset ignores, is an error
+// naming it.
+func TestPresetSettingErrors(t *testing.T) {
+	one := []Node{{Name: "a", Addr: "10.0.0.1:11211"}}
+	for _, c := range []struct {
+		p     Preset
+		nodes []Node
+		want  string
+	}{
+		{Jedis{Replicas: -1}, one, "replicas -1"},
+		{Jedis{Hash: Hash{kind: numKinds}}, one, "unknown hash"},
+		{Twemproxy{Hash: HashXXHash64}, one, "the peer has no hash XXHash64"},
+		{Twemproxy{Hash: HashMurmur3}, one, "the peer has no hash Murmur3"},
+		{Twemproxy{HashTag: "{"}, one, `hash_tag "{": must be two characters`},
+		{Twemproxy{Distribution: 7}, one, "unknown distribution 7"},
+		{Libmemcached{Hash: HashCRC16Twemproxy}, one, "the peer has no hash CRC16Twemproxy"},
+		{Libmemcached{HashAfter: HashMD5}, one, "MODULA has no ring to keep an older hash"},
+		{Libmemcached{Distribution: LibmemcachedKetamaWeighted, Hash: HashMD5}, one, "a hash set before it (MD5) has no effect"},
+		{Libmemcached{Distribution: LibmemcachedKetamaSpyWeighted, Hash: HashLookup3}, one, "a hash set before it (Lookup3) has no effect"},
+		{Libmemcached{Distribution: LibmemcachedConsistentWeighted, Hash: HashMD5, HashAfter: HashLookup3}, one, "Hash (MD5) has no effect beside HashAfter"},
+		{Libmemcached{Distribution: 9}, one, "unknown distribution 9"},
+		{Spymemcached{KeyFormat: LibmemcachedFormat}, one, "apply to the ketama locator only"},
+		{Spymemcached{Weighted: true}, one, "apply to the ketama locator only"},
+		{Spymemcached{Locator: SpymemcachedKetama, KeyFormat: 5}, one, "unknown key format 5"},
+		{Spymemcached{Locator: 3}, one, "unknown locator 3"},
+		{GoRedisRing{}, []Node{{Name: "a"}, {Name: "b", Weight: 2}}, `node 1 ("b"): weight 2, but GoRedisRing{} ignores weights`},
+		{Gomemcache{}, []Node{{Name: "a", Weight: 3}}, `node 0 ("a"): weight 3, but Gomemcache{} ignores weights`},
+		{Spymemcached{}, []Node{{Name: "a", Weight: 2}}, "ignores weights"},
+		{Spymemcached{Locator: SpymemcachedKetama}, []Node{{Name: "a", Weight: 2}}, "ignores weights"},
+		{Libmemcached{}, []Node{{Name: "a", Weight: 2}}, "Libmemcached{distribution: MODULA} ignores weights"},
+		{Libmemcached{Distribution: LibmemcachedKetamaSpy}, []Node{{Name: "a", Weight: 2}}, "ignores weights"},
+	} {
+		r, err := New(c.nodes, c.p)
+		if err == nil || r != nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("New(%v, %v) = %v, %v; want an error containing %q", c.nodes, c.p, r, err, c.want)
+		}
+	}
+	// Weights count where the peer counts them.
+	w := []Node{{Name: "a", Addr: "10.0.0.1:11211"}, {Name: "b", Addr: "10.0.0.2:11211", Weight: 3}}
+	for _, p := range []Preset{Jedis{}, Twemproxy{}, Twemproxy{Distribution: TwemproxyModula},
+		Libmemcached{Distribution: LibmemcachedKetamaWeighted}, Libmemcached{Distribution: LibmemcachedConsistentWeighted},
+		Libmemcached{Distribution: LibmemcachedKetamaSpyWeighted}, Spymemcached{Locator: SpymemcachedKetama, Weighted: true}} {
+		if s := mustShares(t, mustNew(t, w, p)); s[1] < 0.6 {
+			t.Errorf("%v: weight 3 of 4 owns %.4f", p, s[1])
+		}
+	}
+}
+
+// A node that would own no key is an error naming it, on every preset that
+// can produce one.
+func TestNodeWithoutPoints(t *testing.T) {
+	// Jedis, one vnode each over a 15-bit hash: find a name whose vnode
+	// "<name>*0" hashes like "a*0"; the later node takes the point.
+	p := Jedis{Hash: HashCRC32Bits16to30, Replicas: 1}
+	target := p.Hash.Point([]byte("a*0"))
+	clash := ""
+	for i := 0; clash == ""; i++ {
+		if name := "n" + strconv.Itoa(i); p.Hash.Point([]byte(name+"*0")) == target {
+			clash = name
+		}
+	}
+	_, err := New([]Node{{Name: "a"}, {Name: clash}}, p)
+	if err == nil || !strings.Contains(err.Error(), `node 0 ("name:a"): every one of its points is another node's`) {
+		t.Errorf("Jedis clash of %q with a: %v", clash, err)
+	}
+	// Libketama: a weight too small for one digest.
+	_, err = New([]Node{{Name: "big", Weight: 500}, {Name: "small"}}, Twemproxy{})
+	if err == nil || !strings.Contains(err.Error(), `node 1 ("small"): weight 1 of 501 in all gives it no ketama point`) {
+		t.Errorf("libketama small weight: %v", err)
+	}
+	// Labels that collide after the preset's labelling: KETAMA_SPY's
+	// "/host:port" and a node named so.
+	_, err = New([]Node{{Addr: "h:11211"}, {Name: "/h:11211"}}, Libmemcached{Distribution: LibmemcachedKetamaSpy})
+	if err == nil || !strings.Contains(err.Error(), `nodes 0 and 1 have the same ketama label "/h:11211"`) {
+		t.Errorf("KETAMA_SPY labels: %v", err)
+	}
+	// spymemcached's LIBMEMCACHED format drops port 11211, as libketama.
+	_, err = New([]Node{{Addr: "h:11211"}, {Addr: "h"}}, Spymemcached{Locator: SpymemcachedKetama, KeyFormat: LibmemcachedFormat})
+	if err == nil || !strings.Contains(err.Error(), `same ketama label "h"`) {
+		t.Errorf("LIBMEMCACHED format labels: %v", err)
+	}
+}
+
+// Placement is a pure function of (preset, nodes): the same arguments give
+// the same ring whatever was built before, and Preset returns the value.
+func TestPresetPure(t *testing.T) {
+	keys := randomKeys(2000)
+	for _, p := range everyPresetAndHash() {
+		nodes := propertyNodes(t, p, 5)
+		a := mustNew(t, nodes, p)
+		mustNew(t, propertyNodes(t, p, 3), p) // another ring in between
+		b := mustNew(t, nodes, p)
+		if b.Preset() != p {
+			t.Fatalf("Preset() = %v, want %v", b.Preset(), p)
+		}
+		for _, k := range keys {
+			if a.Locate(k) != b.Locate(k) {
+				t.Fatalf("%v: %q placed on %d, then on %d", p, k, a.Locate(k), b.Locate(k))
+			}
+		}
+	}
+}
+
+// libmemcached rebuilds its ring with the hash in force: after an ejection
+// (or a rejoin, or an added server) the unweighted points of a ring whose
+// hash was set after the distribution take that hash.
+func TestLibmemcachedRebuildRehashes(t *testing.T) {
+	nodes := localNodes([]int{11211, 11212, 11213, 11214}, nil, nil)
+	r := mustNew(t, nodes, Libmemcached{Distribution: LibmemcachedKetama, HashAfter: HashMD5})
+	e, err := r.Eject(3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := e.Rejoin(3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	md5First := mustNew(t, nodes, Libmemcached{Distribution: LibmemcachedKetama, Hash: HashMD5})
+	differs := 0
+	for _, k := range randomKeys(3000) {
+		if back.Locate(k) != md5First.Locate(k) {
+			t.Fatalf("after a rebuild %q goes to %d, with MD5 points to %d", k, back.Locate(k), md5First.Locate(k))
+		}
+		if back.Locate(k) != r.Locate(k) {
+			differs++
+		}
+	}
+	if differs == 0 {
+		t.Fatal("the rebuilt ring places every key as the one-at-a-time points did")
+	}
+}
