@@ -641,7 +641,7 @@ func TestRedisRandomKeyDrawsEveryShard(t *testing.T) {
 }
 
 // A service moving from go-redis's Ring keeps its keys where Ring put them:
-// the same shard names with ring.WithGoRedisRing.
+// the same shard names with ring.GoRedisRing{}.
 func TestRedisGoRedisRingPreset(t *testing.T) {
 	names := []string{"shard-a", "shard-b", "shard-c"}
 	var shards []shardedredis.ShardOptions

@@ -49,7 +49,7 @@ type op struct {
 var families = []string{"str", "hll", "hash", "list", "set", "zset", "lex", "geo", "stream"}
 
 // familyKeys returns a family's keys: two plain ones that share a prefix
-// and two with the key tag "t" (one shard under ring.WithKeyTags).
+// and two with the key tag "t" (one shard under ring.Jedis{KeyTags: true}).
 func familyKeys(f string) []string {
 	return []string{f, f + ":1", "{t}:" + f, "{t}:" + f + ":1"}
 }
@@ -161,7 +161,7 @@ func (g *gen) key(f string) string {
 }
 
 // keys returns n keys of family f; a third of the time all tagged ones, so
-// that multi-key commands can run under ring.WithKeyTags.
+// that multi-key commands can run under ring.Jedis{KeyTags: true}.
 func (g *gen) keys(f string, n int) []string {
 	out := make([]string, n)
 	tagged := g.chance(0.35)

@@ -105,16 +105,18 @@
 //     nodes per unit of weight), the same placement as this module's Redis
 //     backend: name the servers (Server.Name, ShardOptions.Name) so that
 //     the list can be reordered; an unnamed server is known by its position;
-//   - ring.WithKetama: libketama as libmemcached 1.1.4 does it with
+//   - ring.Libmemcached{Distribution: ring.LibmemcachedKetamaWeighted}:
+//     libketama as libmemcached 1.1.4 does it with
 //     MEMCACHED_BEHAVIOR_KETAMA_WEIGHTED, which is also PHP memcached's
 //     Memcached::OPT_LIBKETAMA_COMPATIBLE and twemproxy's "distribution:
 //     ketama, hash: md5". An unnamed server is labelled by its address,
 //     "host" for port 11211 and "host:port" otherwise, exactly as given
 //     (a host name is not replaced by its IP), so a Go service shares a
 //     pool with those clients when it lists the servers as they do;
-//   - ring.WithKetamaSpymemcached: spymemcached's KetamaNodeLocator (2.5 and
-//     later), whose labels keep ":11211";
-//   - ring.WithGomemcache: gomemcache's own ServerList, crc32(key) % N, key
+//   - ring.Spymemcached{Locator: ring.SpymemcachedKetama}: spymemcached's
+//     KetamaNodeLocator (2.5 and later), whose labels keep ":11211";
+//     ring.Spymemcached{} is its default, array-mod over String.hashCode();
+//   - ring.Gomemcache{}: gomemcache's own ServerList, crc32(key) % N, key
 //     for key (weights ignored), for a service that must keep the placement
 //     of memcache.New while it moves to the sharded client.
 //

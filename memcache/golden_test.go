@@ -90,7 +90,7 @@ func TestMemcacheGoldenSelector(t *testing.T) {
 	}
 }
 
-// TestMemcacheSelectorGomemcachePresetMatchesServerList: with ring.WithGomemcache
+// TestMemcacheSelectorGomemcachePresetMatchesServerList: with ring.Gomemcache{}
 // the Selector picks what gomemcache's own ServerList picks, key for key,
 // long keys included, for 1 to 30 servers.
 func TestMemcacheSelectorGomemcachePresetMatchesServerList(t *testing.T) {

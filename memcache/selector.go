@@ -81,7 +81,7 @@ func NewSelector(servers []Server, p ring.Preset) (*Selector, error) {
 // meanwhile sees the old list or the new one, whole. The new ring is built
 // with the Selector's preset; no server of the new list is ejected. On a
 // consistent ring (the default and
-// the ketama presets; not the modulo ones such as ring.WithGomemcache) a
+// the ketama presets; not the modulo ones such as ring.Gomemcache{}) a
 // server keeps its keys when it keeps its identity (its name; unnamed, its
 // list position, or with ketama its address), so only the keys of servers
 // added or removed move. On error (the same as NewSelector's) the list is

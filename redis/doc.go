@@ -27,7 +27,7 @@
 //     the replies are merged: values in argument order, counts summed;
 //   - any other command whose keys span shards fails with a *CrossShardError
 //     (errors.Is(err, ErrCrossShard)) before anything is sent; key tags
-//     (ring.WithKeyTags) put related keys on one shard;
+//     (ring.Jedis{KeyTags: true}) put related keys on one shard;
 //   - a keyless command that Redis runs on all shards (PING, DBSIZE,
 //     FLUSHDB, FLUSHALL, KEYS, SCRIPT LOAD, FUNCTION LOAD, CONFIG SET) runs
 //     on every shard and the replies are merged by its response policy

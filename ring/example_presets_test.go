@@ -85,7 +85,7 @@ func ExampleLibmemcached_modula() {
 	// key:2 -> 1
 }
 
-// Coming from go-redis's Ring: the shard names of RingOptions.Addrs (the
+// Coming from go-redis's Ring: the shard names of go-redis RingOptions.Addrs (the
 // addresses play no part).
 func ExampleGoRedisRing() {
 	names := []string{"shard-a", "shard-b", "shard-c"}

@@ -77,7 +77,7 @@ var clusterTags = tagRule{kind: tagPair, open: '{', close: '}'}
 type tagRule struct {
 	kind        tagKind
 	open, close byte   // tagPair
-	spec        string // tagPair, as given to WithHashTag
+	spec        string // tagPair, as given to Twemproxy.HashTag
 }
 
 type tagKind uint8

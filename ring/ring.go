@@ -25,16 +25,18 @@ var ErrNoNodes = errors.New("ring: no nodes")
 type Node struct {
 	// Name identifies the node; it may be empty. A named node's vnodes are
 	// "<name>*<n>", an unnamed node's "SHARD-<i>-NODE-<n>" where i is its
-	// position in the list (Jedis); with WithKetama the name is the label
-	// of its points. Two nodes may not share a non-empty name.
+	// position in the list (Jedis); with the ketama presets the name is the
+	// label of its points. Two nodes may not share a non-empty name.
 	Name string
 	// Weight scales the node's share: it gets replicas x Weight vnodes
-	// (Jedis), or its share of the total weight (ketama). 0 means 1;
-	// negative is an error.
+	// (Jedis), its share of the total weight (libketama), or Weight slots
+	// (twemproxy's modula). 0 means 1; negative is an error, and so is a
+	// weight above 1 on a preset that ignores weights.
 	Weight int
 	// Addr is the node's "host:port" (or socket path); optional. Only
 	// ketama uses it: an unnamed node's label is derived from it, as
-	// libmemcached, twemproxy and spymemcached do (see WithKetama).
+	// libmemcached, twemproxy and spymemcached do (see their presets). It
+	// is also the node's identity across rings (see ID).
 	Addr string
 }
 
@@ -218,8 +220,8 @@ func radixSort(vnodes []vnode) {
 }
 
 // Locate returns the index, in the node list, of the node that owns key.
-// With key tags on (WithKeyTags, WithHashTag), a tagged key is placed by its
-// tag.
+// With key tags on (Jedis.KeyTags, Twemproxy.HashTag, GoRedisRing's Redis
+// Cluster tags), a tagged key is placed by its tag.
 func (r *Ring) Locate(key string) int {
 	switch r.cfg.tag.kind {
 	case tagJedis:
@@ -233,7 +235,7 @@ func (r *Ring) Locate(key string) int {
 
 // LocateBytes returns the index of the node that owns key. Jedis key tags do
 // not apply, as in Jedis's getShardInfo(byte[]); two-character hash tags
-// (WithHashTag) do, as in twemproxy.
+// (Twemproxy.HashTag, GoRedisRing) do, as in twemproxy and go-redis.
 func (r *Ring) LocateBytes(key []byte) int {
 	if r.cfg.tag.kind == tagPair {
 		key = r.cfg.tag.pairBytes(key)
@@ -290,7 +292,9 @@ func (r *Ring) VirtualNodes() int { return len(r.vnodes) }
 // Add returns a new ring with n appended to the node list. The other nodes
 // keep their vnodes, so only keys that move to n change owner. An unnamed n
 // takes the slot after the highest one in use, which is its list position
-// unless a node was removed before.
+// unless a node was removed before. (Libmemcached's unweighted ketama
+// values every point with the hash in force when it rebuilds, as
+// libmemcached does on a server add: see Libmemcached.HashAfter.)
 func (r *Ring) Add(n Node) (*Ring, error) {
 	next := 0
 	for _, m := range r.members {

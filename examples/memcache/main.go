@@ -140,7 +140,7 @@ func run() (err error) {
 		return err
 	}
 	fmt.Printf("\nthe same change with gomemcache's ServerList (crc32 %% N):\n")
-	fmt.Printf("  ring.Compare:  %.2f%% of the hash space moves (ring.WithGomemcache)\n", 100*exact)
+	fmt.Printf("  ring.Compare:  %.2f%% of the hash space moves (ring.Gomemcache{})\n", 100*exact)
 	fmt.Printf("  counted:       %d of %d keys (%.2f%%) no longer found\n", moduloMoved, numKeys, 100*float64(moduloMoved)/numKeys)
 	return nil
 }
