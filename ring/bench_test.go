@@ -148,6 +148,7 @@ func BenchmarkLocatePreset(b *testing.B) {
 		{"twemproxy-modula-fnv1a_64", Twemproxy{Distribution: TwemproxyModula, Hash: HashFNV1a64Low32}},
 		{"goredis-ring", GoRedisRing{}},
 		{"gomemcache", Gomemcache{}},
+		{"spymemcached-arraymod", Spymemcached{}},
 	}
 	keys, _ := benchKeySet(16)
 	for _, p := range presets {
