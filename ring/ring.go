@@ -3,6 +3,7 @@ package ring
 import (
 	"errors"
 	"fmt"
+	"math/bits"
 	"slices"
 	"strconv"
 	"unsafe"
@@ -165,9 +166,9 @@ func (r *Ring) checkOwners() error {
 // sortPoints sorts vnodes by point and keeps one vnode per point: of equal
 // points, the last in list order when lastWins (Jedis and spymemcached:
 // TreeMap.put overwrites), else the first (libmemcached sorts ties by server
-// index). The sort is a stable radix sort (radixSort).
+// index). The sort is stable (sortByPoint).
 func sortPoints(vnodes []vnode, lastWins bool) []vnode {
-	radixSort(vnodes)
+	sortByPoint(vnodes)
 	w := 0
 	for i := range vnodes {
 		if w > 0 && vnodes[w-1].point == vnodes[i].point {
@@ -182,41 +183,85 @@ func sortPoints(vnodes []vnode, lastWins bool) []vnode {
 	return slices.Clip(vnodes[:w])
 }
 
-// radixSort sorts vnodes by point, stably: least significant digit first,
-// 11-bit digits (six passes for 64-bit points, three for 32-bit ones),
-// skipping a digit every point shares.
-func radixSort(vnodes []vnode) {
+// sortByPoint sorts vnodes by point, stably (equal points keep their list
+// order), without comparisons in the common case: a most-significant-digit
+// radix sort (bucketSort) over the span of points actually used, so that
+// 32-bit, 64-bit and clustered points all spread over the buckets.
+func sortByPoint(vnodes []vnode) {
 	if len(vnodes) < 2 {
 		return
 	}
-	const bits, passes = 11, 6
-	var counts [passes][1 << bits]uint32
+	lo, hi := vnodes[0].point, vnodes[0].point
 	for _, v := range vnodes {
-		for d := range passes {
-			counts[d][(v.point>>(bits*d))&(1<<bits-1)]++
-		}
+		lo, hi = min(lo, v.point), max(hi, v.point)
 	}
-	src, dst := vnodes, make([]vnode, len(vnodes))
-	for d := range passes {
-		c := &counts[d]
-		shift := uint(bits * d)
-		if c[(vnodes[0].point>>shift)&(1<<bits-1)] == uint32(len(vnodes)) {
-			continue // every point has this digit
-		}
-		var sum uint32
-		for i := range c {
-			c[i], sum = sum, sum+c[i]
-		}
-		for _, v := range src {
-			k := (v.point >> shift) & (1<<bits - 1)
-			dst[c[k]] = v
-			c[k]++
-		}
-		src, dst = dst, src
+	s := bucketSorter{scratch: make([]vnode, len(vnodes))}
+	s.sort(vnodes, s.scratch, lo, hi, 0)
+}
+
+// maxBuckets bounds the buckets of one bucketSort pass: few enough that
+// the scatter writes stream into the cache.
+const maxBuckets = 2048
+
+// bucketSorter holds the buffers of one sortByPoint.
+type bucketSorter struct {
+	scratch []vnode
+	ends    [][]uint32 // ends[depth]: the bucket bounds of a pass at that depth
+}
+
+// sort sorts v, whose points lie in [lo, hi], stably, with scratch (as
+// long as v): it scatters v into up to maxBuckets buckets, each an equal
+// slice of [lo, hi], sorts each bucket the same way one level deeper, and
+// copies the result back. A bucket of at most 32 vnodes is sorted by
+// insertion; one of equal points is already sorted.
+func (s *bucketSorter) sort(v, scratch []vnode, lo, hi uint64, depth int) {
+	if lo == hi {
+		return
 	}
-	if &src[0] != &vnodes[0] {
-		copy(vnodes, src)
+	if len(v) <= 32 {
+		for i := 1; i < len(v); i++ {
+			x := v[i]
+			j := i
+			for ; j > 0 && v[j-1].point > x.point; j-- {
+				v[j] = v[j-1]
+			}
+			v[j] = x
+		}
+		return
 	}
+	k := min(bits.Len(uint(len(v)-1)), bits.Len(maxBuckets-1)) // 2^k buckets at most
+	shift := 0
+	if used := bits.Len64(hi - lo); used > k {
+		shift = used - k
+	}
+	buckets := int((hi-lo)>>shift) + 1
+	if depth == len(s.ends) {
+		s.ends = append(s.ends, make([]uint32, maxBuckets+1))
+	}
+	end := s.ends[depth][:buckets+1]
+	clear(end)
+	for _, x := range v {
+		end[(x.point-lo)>>shift+1]++
+	}
+	for b := 1; b <= buckets; b++ {
+		end[b] += end[b-1] // end[b]: where bucket b starts
+	}
+	for _, x := range v {
+		b := (x.point - lo) >> shift
+		scratch[end[b]] = x
+		end[b]++ // after the scatter, end[b] is where bucket b ends
+	}
+	from := uint32(0)
+	for b := range buckets {
+		to := end[b]
+		if to-from > 1 {
+			blo := lo + uint64(b)<<shift
+			bhi := min(hi, blo+(uint64(1)<<shift-1))
+			s.sort(scratch[from:to], v[from:to], blo, bhi, depth+1)
+		}
+		from = to
+	}
+	copy(v, scratch)
 }
 
 // Locate returns the index, in the node list, of the node that owns key.

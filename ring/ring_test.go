@@ -1,9 +1,12 @@
 package ring
 
 import (
+	"cmp"
 	"errors"
 	"math"
+	"math/rand/v2"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -989,4 +992,34 @@ func mustShares(t testing.TB, r *Ring) []float64 {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// sortByPoint is a stable sort by point: it agrees with slices.SortStableFunc
+// on 64-bit, 32-bit, 15-bit and clustered points, duplicates included.
+func TestSortByPointStable(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for _, c := range []struct {
+		name string
+		n    int
+		gen  func() uint64
+	}{
+		{"64-bit", 100000, rng.Uint64},
+		{"32-bit", 50000, func() uint64 { return uint64(rng.Uint32()) }},
+		{"15-bit", 70000, func() uint64 { return uint64(rng.IntN(1 << 15)) }},
+		{"clustered", 40000, func() uint64 { return 1<<40 + uint64(rng.IntN(3))<<30 + uint64(rng.IntN(50)) }},
+		{"one value", 1000, func() uint64 { return 7 }},
+		{"two", 2, rng.Uint64},
+		{"33", 33, func() uint64 { return uint64(rng.IntN(4)) }},
+	} {
+		v := make([]vnode, c.n)
+		for i := range v {
+			v[i] = vnode{point: c.gen(), node: int32(i)}
+		}
+		want := slices.Clone(v)
+		slices.SortStableFunc(want, func(a, b vnode) int { return cmp.Compare(a.point, b.point) })
+		sortByPoint(v)
+		if !slices.Equal(v, want) {
+			t.Errorf("%s: sortByPoint differs from a stable sort", c.name)
+		}
+	}
 }
