@@ -201,7 +201,7 @@ func sortByPoint(vnodes []vnode) {
 
 // maxBuckets bounds the buckets of one bucketSort pass: few enough that
 // the scatter writes stream into the cache.
-const maxBuckets = 2048
+const maxBuckets = 1024
 
 // bucketSorter holds the buffers of one sortByPoint.
 type bucketSorter struct {

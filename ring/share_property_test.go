@@ -80,7 +80,7 @@ func within(counted, p float64, n int) bool {
 // change owner; a hash with no fixed range is refused with ErrInexact by
 // both.
 func TestSharesAgainstCountedKeys(t *testing.T) {
-	keys := randomKeys(30000)
+	keys := randomKeys(12000)
 	for _, p := range everyPresetAndHash() {
 		t.Run(p.String(), func(t *testing.T) {
 			nodes := propertyNodes(t, p, 4)
