@@ -115,3 +115,36 @@ func ExampleGomemcache() {
 	// key:1 -> 0
 	// key:2 -> 2
 }
+
+// Coming from spymemcached's defaults: new MemcachedClient(addrs) places keys
+// with DefaultConnectionFactory's array-mod over String.hashCode().
+func ExampleSpymemcached_default() {
+	r, err := ring.New([]ring.Node{
+		{Addr: "127.0.0.1:11211"}, {Addr: "127.0.0.1:11212"}, {Addr: "127.0.0.1:11213"}, {Addr: "127.0.0.1:11214"},
+	}, ring.Spymemcached{})
+	if err != nil {
+		panic(err)
+	}
+	locateAll(r)
+	// Output:
+	// key:0 -> 1
+	// key:1 -> 2
+	// key:2 -> 3
+}
+
+// Coming from libmemcached with MEMCACHED_BEHAVIOR_KETAMA set to 1 and then
+// MEMCACHED_BEHAVIOR_HASH to MEMCACHED_HASH_MD5: the points keep the
+// one-at-a-time hash of the ring's build, keys are hashed with MD5.
+func ExampleLibmemcached_hashAfter() {
+	r, err := ring.New([]ring.Node{
+		{Addr: "127.0.0.1:11211"}, {Addr: "127.0.0.1:11212"}, {Addr: "127.0.0.1:11213"}, {Addr: "127.0.0.1:11214"},
+	}, ring.Libmemcached{Distribution: ring.LibmemcachedKetama, HashAfter: ring.HashMD5})
+	if err != nil {
+		panic(err)
+	}
+	locateAll(r)
+	// Output:
+	// key:0 -> 1
+	// key:1 -> 2
+	// key:2 -> 0
+}

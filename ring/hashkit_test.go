@@ -254,6 +254,11 @@ func TestHashkitSpot(t *testing.T) {
 		{"CRC32Twemproxy", CRC32Twemproxy, "key:0", 0x7c68},
 		{"OneAtATime", OneAtATime, "127.0.0.1-0", 0x3834014f},
 		{"OneAtATime", OneAtATime, "/127.0.0.1:11211-0", 0x33d13429},
+		// String.hashCode() under OpenJDK 17: 101943765, 0, 3045921, 54959989.
+		{"JavaStringHashCode", JavaStringHashCode, "key:0", 101943765},
+		{"JavaStringHashCode", JavaStringHashCode, "", 0},
+		{"JavaStringHashCode", JavaStringHashCode, "café", 3045921},
+		{"JavaStringHashCode", JavaStringHashCode, "\U0001F600x", 54959989}, // a surrogate pair, then x
 	} {
 		if got := c.fn([]byte(c.key)); got != c.want {
 			t.Errorf("%s(%q) = %08x, want %08x", c.name, c.key, got, c.want)
