@@ -1,0 +1,679 @@
+package integration_test
+
+// The side-by-side speed benchmark: this SDK against the clients it is
+// measured by, on real servers that the benchmark starts itself (four
+// redis-servers, four memcached; skipped when a binary is missing, a
+// failure under CI=true):
+//
+//	go test -run '^$' -bench Speed -count 6 ./integration_test | tee new.txt
+//	benchstat new.txt
+//
+// Each workload is one sub-benchmark. Its contenders (a plain go-redis
+// client, the sharded client over one shard and over four, go-redis Ring
+// over the same four servers with its defaults; gomemcache against the
+// memcache client) run in rounds, a chunk of operations each, in an order
+// that rotates from round to round, so that a load that comes and goes on
+// the machine weighs on every contender alike. A round is one iteration of
+// the benchmark loop: -benchtime sets how many rounds run. Per contender it
+// reports the median over rounds of wall time, CPU time of this process
+// (user and system, the client's cost: the servers are other processes),
+// allocations and bytes per operation, as "<contender>-ns/op",
+// "<contender>-cpu-ns/op", "<contender>-allocs/op" and "<contender>-B/op";
+// latency percentiles over every operation of every round ("-p50-ns"); and
+// ratios of this SDK to the others, each the median over rounds of the
+// ratio within a round, as "ratio-<what>-<ours>:<theirs>". The built-in
+// ns/op, B/op and allocs/op are those of the SDK's contender (the first
+// that the ratios name), for benchstat comparisons of one version with
+// another.
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"slices"
+	"sort"
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	gomemcache "github.com/bradfitz/gomemcache/memcache"
+	goredis "github.com/redis/go-redis/v9"
+
+	shardedmc "github.com/shardedcache/shardedcache/memcache"
+	shardedredis "github.com/shardedcache/shardedcache/redis"
+)
+
+// speedKeys is the number of keys the single-key workloads rotate over;
+// every server holds every key, so that every contender hits whatever its
+// placement.
+const speedKeys = 1024
+
+// contender is one client's way of running one operation of a workload;
+// i numbers the operation (it picks the key).
+type contender struct {
+	name string
+	op   func(i int) error
+}
+
+// workload is what one sub-benchmark measures.
+type workload struct {
+	contenders []contender
+	chunk      int  // operations per contender per round (per goroutine)
+	goroutines int  // goroutines running the chunk at once; 0 means 1
+	latency    bool // time every operation (percentiles)
+	// ratios are the pairs {ours, theirs} reported as ratios; the first
+	// pair's ours is the contender of the built-in ns/op, B/op, allocs/op.
+	ratios [][2]string
+	// ratioOf names the measures compared ("ns", "cpu", "allocs", "B",
+	// "p50", "ops/s").
+	ratioOf []string
+}
+
+// roundStats is one contender's chunk in one round.
+type roundStats struct {
+	wall, cpu     time.Duration
+	ops           int
+	allocs, bytes uint64
+}
+
+func (r roundStats) per(what string) float64 {
+	n := float64(r.ops)
+	switch what {
+	case "ns":
+		return float64(r.wall.Nanoseconds()) / n
+	case "cpu":
+		return float64(r.cpu.Nanoseconds()) / n
+	case "allocs":
+		return float64(r.allocs) / n
+	case "B":
+		return float64(r.bytes) / n
+	case "ops/s":
+		return n / r.wall.Seconds()
+	}
+	panic("unknown measure " + what)
+}
+
+// cpuTime returns the user and system CPU time this process has used.
+func cpuTime(tb testing.TB) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		tb.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// run runs w in rounds, one per benchmark iteration, and reports it.
+func (w workload) run(b *testing.B) {
+	n := len(w.contenders)
+	rounds := make([][]roundStats, n) // [contender][round]
+	lat := make([][]time.Duration, n)
+	g := max(1, w.goroutines)
+	var ms runtime.MemStats
+	for _, c := range w.contenders { // warm up: connections open, pools full
+		for i := range max(g, 8) {
+			if err := c.op(i); err != nil {
+				b.Fatalf("%s: %v", c.name, err)
+			}
+		}
+	}
+	round := 0
+	for b.Loop() {
+		b.StopTimer() // the built-in figures are replaced below
+		for k := range n {
+			ci := (round + k) % n
+			c := w.contenders[ci]
+			var mu sync.Mutex
+			var errs []error
+			var lats []time.Duration
+			runtime.ReadMemStats(&ms)
+			allocs0, bytes0 := ms.Mallocs, ms.TotalAlloc
+			cpu0, t0 := cpuTime(b), time.Now()
+			var wg sync.WaitGroup
+			for gi := range g {
+				wg.Go(func() {
+					var mine []time.Duration
+					if w.latency {
+						mine = make([]time.Duration, 0, w.chunk)
+					}
+					for j := range w.chunk {
+						i := (round*g+gi)*w.chunk + j
+						var s time.Time
+						if w.latency {
+							s = time.Now()
+						}
+						err := c.op(i)
+						if w.latency {
+							mine = append(mine, time.Since(s))
+						}
+						if err != nil {
+							mu.Lock()
+							errs = append(errs, err)
+							mu.Unlock()
+							return
+						}
+					}
+					mu.Lock()
+					lats = append(lats, mine...)
+					mu.Unlock()
+				})
+			}
+			wg.Wait()
+			wall, cpu := time.Since(t0), cpuTime(b)-cpu0
+			runtime.ReadMemStats(&ms)
+			if len(errs) > 0 {
+				b.Fatalf("%s: %v", c.name, errs[0])
+			}
+			rounds[ci] = append(rounds[ci], roundStats{wall: wall, cpu: cpu, ops: g * w.chunk,
+				allocs: ms.Mallocs - allocs0, bytes: ms.TotalAlloc - bytes0})
+			lat[ci] = append(lat[ci], lats...)
+		}
+		round++
+		b.StartTimer()
+	}
+	index := func(name string) int {
+		i := slices.IndexFunc(w.contenders, func(c contender) bool { return c.name == name })
+		if i < 0 {
+			b.Fatalf("no contender %q", name)
+		}
+		return i
+	}
+	measures := []string{"ns", "cpu", "allocs", "B"}
+	if g > 1 {
+		measures = append(measures, "ops/s")
+	}
+	for ci, c := range w.contenders {
+		for _, m := range measures {
+			b.ReportMetric(median(rounds[ci], func(r roundStats) float64 { return r.per(m) }), c.name+"-"+unit(m))
+		}
+		if w.latency {
+			b.ReportMetric(float64(percentile(lat[ci], 50).Nanoseconds()), c.name+"-p50-ns")
+			b.ReportMetric(float64(percentile(lat[ci], 99).Nanoseconds()), c.name+"-p99-ns")
+		}
+	}
+	for _, pair := range w.ratios {
+		a, t := index(pair[0]), index(pair[1])
+		for _, m := range w.ratioOf {
+			var r float64
+			if m == "p50" {
+				r = float64(percentile(lat[a], 50)) / float64(percentile(lat[t], 50))
+			} else {
+				perRound := make([]float64, len(rounds[a]))
+				for i := range perRound {
+					perRound[i] = rounds[a][i].per(m) / rounds[t][i].per(m)
+				}
+				r = medianOf(perRound)
+			}
+			b.ReportMetric(r, "ratio-"+m+"-"+pair[0]+":"+pair[1])
+		}
+	}
+	ours := index(w.ratios[0][0])
+	b.ReportMetric(median(rounds[ours], func(r roundStats) float64 { return r.per("ns") }), "ns/op")
+	b.ReportMetric(median(rounds[ours], func(r roundStats) float64 { return r.per("allocs") }), "allocs/op")
+	b.ReportMetric(median(rounds[ours], func(r roundStats) float64 { return r.per("B") }), "B/op")
+}
+
+func unit(measure string) string {
+	switch measure {
+	case "ns":
+		return "ns/op"
+	case "cpu":
+		return "cpu-ns/op"
+	case "ops/s":
+		return "ops/s"
+	}
+	return measure + "/op"
+}
+
+func median(rs []roundStats, f func(roundStats) float64) float64 {
+	xs := make([]float64, len(rs))
+	for i, r := range rs {
+		xs[i] = f(r)
+	}
+	return medianOf(xs)
+}
+
+func medianOf(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	xs = slices.Clone(xs)
+	slices.Sort(xs)
+	if len(xs)%2 == 1 {
+		return xs[len(xs)/2]
+	}
+	return (xs[len(xs)/2-1] + xs[len(xs)/2]) / 2
+}
+
+// percentile returns the p-th percentile of ds (nearest rank); ds is sorted.
+func percentile(ds []time.Duration, p int) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	if !sort.SliceIsSorted(ds, func(i, j int) bool { return ds[i] < ds[j] }) {
+		slices.Sort(ds)
+	}
+	return ds[min(len(ds)-1, (len(ds)*p+99)/100-1)]
+}
+
+// speedRedis are the redis contenders over four servers that hold every
+// key of keys.
+type speedRedis struct {
+	addrs    []string
+	plain    *goredis.Client // on the first server
+	sharded1 *shardedredis.ShardedClient
+	sharded4 *shardedredis.ShardedClient
+	ring     *goredis.Ring
+	keys     []string
+}
+
+func newSpeedRedis(b *testing.B) *speedRedis {
+	procs := sharedRedis(b, 4)
+	r := &speedRedis{keys: mcKeys("speed:key:", speedKeys)}
+	var shards []shardedredis.ShardOptions
+	ringAddrs := map[string]string{}
+	for i, p := range procs {
+		r.addrs = append(r.addrs, p.addr)
+		shards = append(shards, shardedredis.ShardOptions{Addr: p.addr})
+		ringAddrs["shard"+strconv.Itoa(i)] = p.addr
+		d := goredis.NewClient(&goredis.Options{Addr: p.addr})
+		if _, err := d.Pipelined(ctx, func(p goredis.Pipeliner) error {
+			for _, k := range r.keys {
+				p.Set(ctx, k, "value-of-"+k, 0)
+			}
+			return nil
+		}); err != nil {
+			b.Fatal(err)
+		}
+		d.Close()
+	}
+	r.plain = goredis.NewClient(&goredis.Options{Addr: r.addrs[0]})
+	var err error
+	if r.sharded1, err = shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: shards[:1]}); err != nil {
+		b.Fatal(err)
+	}
+	if r.sharded4, err = shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: shards}); err != nil {
+		b.Fatal(err)
+	}
+	r.ring = goredis.NewRing(&goredis.RingOptions{Addrs: ringAddrs})
+	b.Cleanup(func() {
+		r.plain.Close()
+		r.sharded1.Close()
+		r.sharded4.Close()
+		r.ring.Close()
+	})
+	return r
+}
+
+func (r *speedRedis) key(i int) string { return r.keys[i%len(r.keys)] }
+
+// keys100 returns the 100 keys of operation i.
+func (r *speedRedis) keys100(i int) []string {
+	from := (i * 100) % (len(r.keys) - 100)
+	return r.keys[from : from+100]
+}
+
+func getErr(c goredis.Cmdable, key string) error { return c.Get(ctx, key).Err() }
+
+func pipelineGets(c goredis.Cmdable, keys []string) error {
+	cmds, err := c.Pipelined(ctx, func(p goredis.Pipeliner) error {
+		for _, k := range keys {
+			p.Get(ctx, k)
+		}
+		return nil
+	})
+	if err == nil && len(cmds) != len(keys) {
+		err = fmt.Errorf("%d replies for %d GETs", len(cmds), len(keys))
+	}
+	return err
+}
+
+func mgetErr(c goredis.Cmdable, keys []string) error {
+	vals, err := c.MGet(ctx, keys...).Result()
+	if err == nil && (len(vals) != len(keys) || vals[0] == nil) {
+		err = fmt.Errorf("MGET: %d values for %d keys, first %v", len(vals), len(keys), vals[0])
+	}
+	return err
+}
+
+// BenchmarkSpeed runs the workloads of the README's speed table side by
+// side (see the top of this file).
+func BenchmarkSpeed(b *testing.B) {
+	realRedisBin(b)
+	r := newSpeedRedis(b)
+	b.Run("GET", func(b *testing.B) {
+		workload{
+			contenders: []contender{
+				{"plain", func(i int) error { return getErr(r.plain, r.key(i)) }},
+				{"sharded1", func(i int) error { return getErr(r.sharded1, r.key(i)) }},
+				{"sharded4", func(i int) error { return getErr(r.sharded4, r.key(i)) }},
+				{"ring", func(i int) error { return getErr(r.ring, r.key(i)) }},
+			},
+			chunk:   200,
+			ratios:  [][2]string{{"sharded1", "plain"}, {"sharded4", "ring"}},
+			ratioOf: []string{"ns", "cpu", "allocs"},
+		}.run(b)
+	})
+	b.Run("GET-32-goroutines", func(b *testing.B) {
+		workload{
+			contenders: []contender{
+				{"plain", func(i int) error { return getErr(r.plain, r.key(i)) }},
+				{"sharded4", func(i int) error { return getErr(r.sharded4, r.key(i)) }},
+				{"ring", func(i int) error { return getErr(r.ring, r.key(i)) }},
+			},
+			chunk:      20,
+			goroutines: 32,
+			ratios:     [][2]string{{"sharded4", "ring"}, {"sharded4", "plain"}},
+			ratioOf:    []string{"ops/s", "cpu"},
+		}.run(b)
+	})
+	b.Run("MGET-100", func(b *testing.B) {
+		workload{
+			contenders: []contender{
+				{"plain", func(i int) error { return mgetErr(r.plain, r.keys100(i)) }},
+				{"sharded4", func(i int) error { return mgetErr(r.sharded4, r.keys100(i)) }},
+				{"ring", func(i int) error { return pipelineGets(r.ring, r.keys100(i)) }}, // Ring has no cross-shard MGET
+			},
+			chunk:   40,
+			latency: true,
+			ratios:  [][2]string{{"sharded4", "ring"}, {"sharded4", "plain"}},
+			ratioOf: []string{"p50", "cpu", "allocs"},
+		}.run(b)
+	})
+	b.Run("Pipeline-100-GETs", func(b *testing.B) {
+		workload{
+			contenders: []contender{
+				{"plain", func(i int) error { return pipelineGets(r.plain, r.keys100(i)) }},
+				{"sharded4", func(i int) error { return pipelineGets(r.sharded4, r.keys100(i)) }},
+				{"ring", func(i int) error { return pipelineGets(r.ring, r.keys100(i)) }},
+			},
+			chunk:   40,
+			latency: true,
+			ratios:  [][2]string{{"sharded4", "ring"}, {"sharded4", "plain"}},
+			ratioOf: []string{"p50", "cpu", "allocs"},
+		}.run(b)
+	})
+	b.Run("NewClient-1000-shards", func(b *testing.B) { benchNewClient1000(b) })
+	b.Run("Migration", func(b *testing.B) { benchMigration(b, r.addrs) })
+
+	memcachedPath(b)
+	mc := newSpeedMemcache(b)
+	b.Run("memcache-Get", func(b *testing.B) {
+		workload{
+			contenders: []contender{
+				{"gomemcache", func(i int) error { return itemErr(mc.plain.Get(mc.key(i))) }},
+				{"sharded4", func(i int) error { return itemErr(mc.sharded.Get(mc.key(i))) }},
+			},
+			chunk:   200,
+			ratios:  [][2]string{{"sharded4", "gomemcache"}},
+			ratioOf: []string{"ns", "cpu", "allocs", "B"},
+		}.run(b)
+	})
+	b.Run("memcache-GetMulti-100", func(b *testing.B) {
+		workload{
+			contenders: []contender{
+				{"gomemcache", func(i int) error { return itemsErr(mc.plain.GetMulti(mc.keys100(i))) }},
+				{"sharded4", func(i int) error { return itemsErr(mc.sharded.GetMulti(mc.keys100(i))) }},
+			},
+			chunk:   40,
+			latency: true,
+			ratios:  [][2]string{{"sharded4", "gomemcache"}},
+			ratioOf: []string{"p50", "cpu", "allocs", "B"},
+		}.run(b)
+	})
+}
+
+// speedMemcache are gomemcache and the memcache client over four memcached
+// servers that hold every key.
+type speedMemcache struct {
+	plain   *gomemcache.Client
+	sharded *shardedmc.ShardedClient
+	keys    []string
+}
+
+func newSpeedMemcache(b *testing.B) *speedMemcache {
+	m := &speedMemcache{keys: mcKeys("speed:key:", speedKeys)}
+	var addrs []string
+	var shards []shardedmc.ShardOptions
+	for range 4 {
+		s := startRealMemcached(b)
+		addrs = append(addrs, s.addr)
+		shards = append(shards, shardedmc.ShardOptions{Addr: s.addr, MaxIdleConns: 8})
+		d := gomemcache.New(s.addr)
+		for _, k := range m.keys {
+			if err := d.Set(&gomemcache.Item{Key: k, Value: []byte("value-of-" + k)}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		d.Close()
+	}
+	m.plain = gomemcache.New(addrs...)
+	m.plain.MaxIdleConns = 8
+	var err error
+	if m.sharded, err = shardedmc.NewShardedClient(&shardedmc.ShardedOptions{Shards: shards}); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		m.plain.Close()
+		m.sharded.Close()
+	})
+	return m
+}
+
+func (m *speedMemcache) key(i int) string { return m.keys[i%len(m.keys)] }
+
+func (m *speedMemcache) keys100(i int) []string {
+	from := (i * 100) % (len(m.keys) - 100)
+	return m.keys[from : from+100]
+}
+
+func itemErr(it *gomemcache.Item, err error) error {
+	if err == nil && len(it.Value) == 0 {
+		err = fmt.Errorf("%s: empty value", it.Key)
+	}
+	return err
+}
+
+func itemsErr(items map[string]*gomemcache.Item, err error) error {
+	if err == nil && len(items) != 100 {
+		err = fmt.Errorf("GetMulti: %d hits of 100", len(items))
+	}
+	return err
+}
+
+// benchNewClient1000 builds a client of 1,000 shards (addresses where no
+// server listens: nothing connects before the first command) against
+// go-redis's NewRing with the same 1,000 addresses, and reports for each
+// the time to build, the heap it keeps (after a GC), and the goroutines it
+// starts, as medians over rounds.
+func benchNewClient1000(b *testing.B) {
+	const n = 1000
+	shards := make([]shardedredis.ShardOptions, n)
+	addrs := make(map[string]string, n)
+	for i := range n {
+		a := "127.0.0.1:" + strconv.Itoa(20000+i)
+		shards[i] = shardedredis.ShardOptions{Addr: a}
+		addrs["shard"+strconv.Itoa(i)] = a
+	}
+	type build struct {
+		name string
+		make func() (close func() error)
+	}
+	builds := []build{
+		{"sharded", func() func() error {
+			c, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: shards})
+			if err != nil {
+				b.Fatal(err)
+			}
+			return c.Close
+		}},
+		{"ring", func() func() error { return goredis.NewRing(&goredis.RingOptions{Addrs: addrs}).Close }},
+	}
+	var times, heaps, gors [2][]float64
+	var ms runtime.MemStats
+	round := 0
+	for b.Loop() {
+		b.StopTimer()
+		for k := range builds {
+			bi := (round + k) % len(builds)
+			runtime.GC()
+			runtime.ReadMemStats(&ms)
+			heap0, g0 := ms.HeapAlloc, runtime.NumGoroutine()
+			t0 := time.Now()
+			closer := builds[bi].make()
+			elapsed := time.Since(t0)
+			g1 := runtime.NumGoroutine()
+			runtime.GC()
+			runtime.ReadMemStats(&ms)
+			times[bi] = append(times[bi], float64(elapsed.Nanoseconds()))
+			heaps[bi] = append(heaps[bi], float64(int64(ms.HeapAlloc)-int64(heap0)))
+			gors[bi] = append(gors[bi], float64(g1-g0))
+			if err := closer(); err != nil {
+				b.Fatal(err)
+			}
+			waitGoroutines(b, g0)
+		}
+		round++
+		b.StartTimer()
+	}
+	for bi, bu := range builds {
+		b.ReportMetric(medianOf(times[bi]), bu.name+"-ns/build")
+		b.ReportMetric(medianOf(heaps[bi])/(1<<20), bu.name+"-MiB")
+		b.ReportMetric(medianOf(gors[bi]), bu.name+"-goroutines")
+	}
+	for _, m := range []struct {
+		name string
+		xs   [2][]float64
+	}{{"ns", times}, {"MiB", heaps}, {"goroutines", gors}} {
+		r := make([]float64, len(m.xs[0]))
+		for i := range r {
+			r[i] = m.xs[0][i] / max(m.xs[1][i], 1)
+		}
+		b.ReportMetric(medianOf(r), "ratio-"+m.name+"-sharded:ring")
+	}
+	b.ReportMetric(medianOf(times[0]), "ns/op")
+	b.ReportMetric(0, "allocs/op")
+	b.ReportMetric(0, "B/op")
+}
+
+// waitGoroutines waits (up to 5 s) until no more than n goroutines run:
+// those a closed client started end asynchronously.
+func waitGoroutines(tb testing.TB, n int) {
+	for deadline := time.Now().Add(5 * time.Second); runtime.NumGoroutine() > n; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			tb.Fatalf("%d goroutines still run, %d before", runtime.NumGoroutine(), n)
+		}
+	}
+}
+
+// migrationKeys is the number of keys of the migration workload: three
+// shards hold them, a fourth joins and takes about a quarter.
+const migrationKeys = 200000
+
+// benchMigration moves what a fourth redis-server takes over of
+// migrationKeys string keys on three (one round per iteration), with
+// default MigrateOptions, while one goroutine GETs random keys through the
+// same client; before that, the same GET loop runs for a while with no
+// migration. It reports keys/s, and the GET p99 during the migration
+// against the idle one.
+func benchMigration(b *testing.B, addrs []string) {
+	shards := make([]shardedredis.ShardOptions, len(addrs))
+	for i, a := range addrs {
+		shards[i] = shardedredis.ShardOptions{Name: "redis-" + strconv.Itoa(i), Addr: a}
+	}
+	keys := mcKeys("mig:", migrationKeys)
+	var rates, idleP99, busyP99, ratios []float64
+	for b.Loop() {
+		b.StopTimer()
+		c, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: shards[:3]})
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, a := range addrs {
+			d := goredis.NewClient(&goredis.Options{Addr: a})
+			err := d.FlushAll(ctx).Err()
+			d.Close()
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+		for from := 0; from < len(keys); from += 1000 {
+			if _, err := c.Pipelined(ctx, func(p goredis.Pipeliner) error {
+				for _, k := range keys[from:min(len(keys), from+1000)] {
+					p.Set(ctx, k, "value-of-"+k, 0)
+				}
+				return nil
+			}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		idle := liveGets(b, c, keys, func(stop <-chan struct{}) { time.Sleep(300 * time.Millisecond) })
+		if err := c.BeginResharding(shards); err != nil {
+			b.Fatal(err)
+		}
+		m, err := c.NewMigration(shardedredis.MigrateOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		var elapsed time.Duration
+		busy := liveGets(b, c, keys, func(<-chan struct{}) {
+			t0 := time.Now()
+			if err := m.Run(ctx); err != nil {
+				b.Error(err)
+			}
+			elapsed = time.Since(t0)
+		})
+		var moved int64
+		for _, p := range m.Progress() {
+			moved += p.Moved
+		}
+		if moved < migrationKeys/8 {
+			b.Fatalf("moved %d keys of %d", moved, migrationKeys)
+		}
+		c.Close()
+		rates = append(rates, float64(moved)/elapsed.Seconds())
+		i, p := percentile(idle, 99), percentile(busy, 99)
+		idleP99 = append(idleP99, float64(i.Nanoseconds()))
+		busyP99 = append(busyP99, float64(p.Nanoseconds()))
+		ratios = append(ratios, float64(p)/float64(i))
+		b.StartTimer()
+	}
+	b.ReportMetric(medianOf(rates), "keys/s")
+	b.ReportMetric(medianOf(idleP99), "idle-GET-p99-ns")
+	b.ReportMetric(medianOf(busyP99), "migrating-GET-p99-ns")
+	b.ReportMetric(medianOf(ratios), "ratio-GET-p99-migrating:idle")
+	b.ReportMetric(1e9/medianOf(rates), "ns/op") // per key moved
+	b.ReportMetric(0, "allocs/op")
+	b.ReportMetric(0, "B/op")
+}
+
+// liveGets GETs random keys through c, one at a time, while during runs,
+// and returns the latencies.
+func liveGets(b *testing.B, c *shardedredis.ShardedClient, keys []string, during func(stop <-chan struct{})) []time.Duration {
+	stop := make(chan struct{})
+	var lat []time.Duration
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		rng := rand.New(rand.NewPCG(1, 2))
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			t0 := time.Now()
+			err := c.Get(context.Background(), keys[rng.IntN(len(keys))]).Err()
+			lat = append(lat, time.Since(t0))
+			if err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	during(stop)
+	close(stop)
+	wg.Wait()
+	return lat
+}
