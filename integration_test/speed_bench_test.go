@@ -121,7 +121,6 @@ func (w workload) run(b *testing.B) {
 	}
 	round := 0
 	for b.Loop() {
-		b.StopTimer() // the built-in figures are replaced below
 		for k := range n {
 			ci := (round + k) % n
 			c := w.contenders[ci]
@@ -171,7 +170,6 @@ func (w workload) run(b *testing.B) {
 			lat[ci] = append(lat[ci], lats...)
 		}
 		round++
-		b.StartTimer()
 	}
 	index := func(name string) int {
 		i := slices.IndexFunc(w.contenders, func(c contender) bool { return c.name == name })
@@ -515,7 +513,6 @@ func benchNewClient1000(b *testing.B) {
 	var ms runtime.MemStats
 	round := 0
 	for b.Loop() {
-		b.StopTimer()
 		for k := range builds {
 			bi := (round + k) % len(builds)
 			runtime.GC()
@@ -536,7 +533,6 @@ func benchNewClient1000(b *testing.B) {
 			waitGoroutines(b, g0)
 		}
 		round++
-		b.StartTimer()
 	}
 	for bi, bu := range builds {
 		b.ReportMetric(medianOf(times[bi]), bu.name+"-ns/build")
@@ -586,7 +582,6 @@ func benchMigration(b *testing.B, addrs []string) {
 	keys := mcKeys("mig:", migrationKeys)
 	var rates, idleP99, busyP99, ratios []float64
 	for b.Loop() {
-		b.StopTimer()
 		c, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: shards[:3]})
 		if err != nil {
 			b.Fatal(err)
@@ -638,7 +633,6 @@ func benchMigration(b *testing.B, addrs []string) {
 		idleP99 = append(idleP99, float64(i.Nanoseconds()))
 		busyP99 = append(busyP99, float64(p.Nanoseconds()))
 		ratios = append(ratios, float64(p)/float64(i))
-		b.StartTimer()
 	}
 	b.ReportMetric(medianOf(rates), "keys/s")
 	b.ReportMetric(medianOf(idleP99), "idle-GET-p99-ns")
