@@ -51,6 +51,9 @@ type ShardOptions struct {
 	// BeginResharding) gives the shard a new client; options holding a
 	// function (Dialer, OnConnect, a credentials provider, ...) cannot be
 	// compared, so such a shard gets a new client at every change.
+	// MaintNotificationsConfig left nil means maintenance notifications
+	// disabled (maintnotifications.ModeDisabled), not go-redis's ModeAuto:
+	// see maintDefault.
 	Options *goredis.Options
 	// Failover makes the shard a Sentinel-managed master/replica group
 	// (redis.NewFailoverClient): a dead master is replaced by promotion
@@ -234,6 +237,7 @@ func (b *builder) shard(so ShardOptions, reuse []Shard) (Shard, error) {
 		o.Addr = so.Addr
 	}
 	retryDefaults(&o)
+	maintDefault(&o)
 	if err := checkAddr(&o); err != nil {
 		return Shard{}, err
 	}
@@ -330,6 +334,22 @@ func retryDefaults(o *goredis.Options) {
 	}
 	if o.DialerRetries <= 0 {
 		o.DialerRetries = 1
+	}
+}
+
+// maintDefault disables go-redis's maintenance notifications
+// (maintnotifications.ModeDisabled) on a shard whose options leave
+// MaintNotificationsConfig nil. With go-redis's default, ModeAuto, every
+// client starts a handoff worker manager (two goroutines and their
+// channels, some 10 KiB per client) and every new connection sends CLIENT
+// MAINT_NOTIFICATIONS ON, which Redis open source (7.x, 8.0) refuses as an
+// unknown subcommand: a round trip per connection and, at 1,000 shards,
+// 2,000 goroutines for nothing. The notifications serve Redis Enterprise
+// and Redis Cloud endpoints that move under the client; set
+// MaintNotificationsConfig (Mode ModeAuto or ModeEnabled) to use them.
+func maintDefault(o *goredis.Options) {
+	if o.MaintNotificationsConfig == nil {
+		o.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
 	}
 }
 

@@ -3,12 +3,14 @@ package redis
 import (
 	"context"
 	"errors"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
 	goredis "github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
 	"go.uber.org/goleak"
 
 	"github.com/shardedcache/shardedcache/ring"
@@ -60,6 +62,34 @@ func TestOptionsAddrWins(t *testing.T) {
 	}
 	if err := c.Set(context.Background(), "k", "v", 0).Err(); err != nil || !m.Exists("k") {
 		t.Fatalf("SET through the Addr: %v", err)
+	}
+}
+
+// A shard's maintenance notifications are off unless its options set them;
+// a shard client then starts no goroutine of its own.
+func TestMaintNotificationsDefault(t *testing.T) {
+	before := runtime.NumGoroutine()
+	auto := &maintnotifications.Config{Mode: maintnotifications.ModeAuto}
+	c, err := NewShardedClient(&ShardedOptions{Shards: []ShardOptions{
+		{Addr: "127.0.0.1:1"},
+		{Addr: "127.0.0.1:2", Options: &goredis.Options{}},
+		{Addr: "127.0.0.1:3", Options: &goredis.Options{MaintNotificationsConfig: auto}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for i, want := range []maintnotifications.Mode{maintnotifications.ModeDisabled, maintnotifications.ModeDisabled, maintnotifications.ModeAuto} {
+		if got := c.Shards()[i].Client.Options().MaintNotificationsConfig.Mode; got != want {
+			t.Errorf("shard %d: mode %q, want %q", i, got, want)
+		}
+	}
+	if auto.Mode != maintnotifications.ModeAuto {
+		t.Errorf("the caller's config changed to %q", auto.Mode)
+	}
+	// The third shard's ModeAuto starts its two goroutines; the others none.
+	if got := runtime.NumGoroutine() - before; got != 2 {
+		t.Errorf("%d goroutines started, want 2 (the shard with ModeAuto)", got)
 	}
 }
 

@@ -30,14 +30,16 @@ type part struct {
 
 // split builds the parts of cmd: the same command on every shard when it is
 // keyless (see everyShard), else one command per shard with that shard's
-// keys (and the arguments that go with each key, such as MSET's values). It
-// fails, sending nothing, when a key lacks the arguments that go with it
-// (an odd MSET), and with an *EjectedError for a keyless command that
-// changes every shard while some are ejected.
-func split(ctx context.Context, v *view, cmd goredis.Cmder, info *commands.Info) (*fanout, error) {
+// keys (and the arguments that go with each key, such as MSET's values).
+// owners, when not nil, is the shard of each key in the order of its key
+// positions, as route found them (keyShards.owners); otherwise each key is
+// located here. It fails, sending nothing, when a key lacks the arguments
+// that go with it (an odd MSET), and with an *EjectedError for a keyless
+// command that changes every shard while some are ejected.
+func split(ctx context.Context, v *view, cmd goredis.Cmder, info *commands.Info, owners []int) (*fanout, error) {
 	args := cmd.Args()
 	f := &fanout{cmd: cmd, info: info}
-	var pos []int
+	pos := make([]int, 0, max(len(owners), len(args)-1))
 	_ = info.KeyPositions(args, func(p int) { pos = append(pos, p) })
 	if len(pos) == 0 {
 		return f, f.everyShard(ctx, v, args)
@@ -50,19 +52,36 @@ func split(ctx context.Context, v *view, cmd goredis.Cmder, info *commands.Info)
 	if pos[len(pos)-1]+step > len(args) {
 		return nil, &UnsupportedError{Command: info.Name, Reason: fmt.Sprintf("key %v has no value", args[pos[len(pos)-1]])}
 	}
-	prefix, suffix := args[:pos[0]], args[pos[len(pos)-1]+step:]
-	byShard := map[int]int{} // shard -> index in parts
-	var partArgs [][]any
-	for k, p := range pos {
-		key, _ := commands.Arg(args[p])
-		s := v.Locate(key)
-		i, ok := byShard[s]
-		if !ok {
-			i = len(f.parts)
-			byShard[s] = i
-			f.parts = append(f.parts, part{shard: s})
-			partArgs = append(partArgs, append([]any(nil), prefix...))
+	if len(owners) != len(pos) {
+		owners = make([]int, len(pos))
+		for k, p := range pos {
+			key, _ := commands.Arg(args[p])
+			owners[k] = v.Locate(key)
 		}
+	}
+	prefix, suffix := args[:pos[0]], args[pos[len(pos)-1]+step:]
+	// Count each shard's keys, so that every part's arguments and keys
+	// are allocated once, at their size.
+	slot := make([]int, v.Len()) // shard -> 1 + index in parts; 0: none yet
+	var counts []int
+	for _, s := range owners {
+		if slot[s] == 0 {
+			f.parts = append(f.parts, part{shard: s})
+			counts = append(counts, 0)
+			slot[s] = len(f.parts)
+		}
+		counts[slot[s]-1]++
+	}
+	partArgs := make([][]any, len(f.parts))
+	keys := make([]int, len(pos))
+	at := 0
+	for i, n := range counts {
+		partArgs[i] = append(make([]any, 0, len(prefix)+n*step+len(suffix)), prefix...)
+		f.parts[i].keys = keys[at : at : at+n]
+		at += n
+	}
+	for k, p := range pos {
+		i := slot[owners[k]] - 1
 		partArgs[i] = append(partArgs[i], args[p:p+step]...)
 		f.parts[i].keys = append(f.parts[i].keys, k)
 	}
@@ -125,6 +144,15 @@ func serverWide(info *commands.Info) bool {
 		return true
 	}
 	return false
+}
+
+// counts adds to counts[i] the number of f's parts on shard i, and returns
+// counts.
+func (f *fanout) counts(counts []int) []int {
+	for _, p := range f.parts {
+		counts[p.shard]++
+	}
+	return counts
 }
 
 // addTo queues the parts in groups, by shard.

@@ -210,6 +210,11 @@ type keyShards struct {
 	// of every command routed into the same keyShards.
 	pending shardedclient.Pending
 	err     error
+	// owners is the shard of each key, in the order of the key positions,
+	// once the keys are on more than one shard (split uses it rather than
+	// hash every key again); nil while they are on one.
+	owners []int
+	nkeys  int // keys seen
 }
 
 func (k *keyShards) add(pos int) {
@@ -218,7 +223,19 @@ func (k *keyShards) add(pos int) {
 		k.err = &UnsupportedError{Command: k.info.Name, Reason: fmt.Sprintf("key argument %d has type %T", pos, k.args[pos])}
 		return
 	}
-	k.addShard(k.v.Track(&k.pending, key))
+	s := k.v.Track(&k.pending, key)
+	if k.owners == nil && k.shard >= 0 && s != k.shard {
+		// The first key elsewhere: every key before it is on k.shard.
+		k.owners = make([]int, k.nkeys, len(k.args))
+		for i := range k.owners {
+			k.owners[i] = k.shard
+		}
+	}
+	if k.owners != nil {
+		k.owners = append(k.owners, s)
+	}
+	k.nkeys++
+	k.addShard(s)
 }
 
 func (k *keyShards) addShard(s int) {
@@ -307,14 +324,32 @@ func (c *ShardedClient) process(ctx context.Context, cmd goredis.Cmder) error {
 	if r.shard >= 0 {
 		return v.Finish(ctx, r.shard, v.Client(r.shard).Process(ctx, cmd))
 	}
-	f, err := split(ctx, v, cmd, r.info)
+	f, err := split(ctx, v, cmd, r.info, r.owners)
 	if err != nil {
 		return err
 	}
-	groups := make([][]goredis.Cmder, v.Len())
+	groups := newGroups(v.Len(), f.counts(make([]int, v.Len())))
 	f.addTo(groups)
 	execGroups(ctx, v, groups)
 	return f.merge()
+}
+
+// newGroups returns per-shard groups of commands with room for counts[i]
+// commands in group i, all carved from one array: filling them with
+// append allocates nothing more.
+func newGroups(shards int, counts []int) [][]goredis.Cmder {
+	total := 0
+	for _, n := range counts {
+		total += n
+	}
+	flat := make([]goredis.Cmder, total)
+	groups := make([][]goredis.Cmder, shards)
+	at := 0
+	for i, n := range counts {
+		groups[i] = flat[at : at : at+n]
+		at += n
+	}
+	return groups
 }
 
 // processPipeline runs a pipeline: its commands grouped by shard, one
@@ -327,31 +362,47 @@ func (c *ShardedClient) processPipeline(ctx context.Context, cmds []goredis.Cmde
 	}
 	v := c.shards.Acquire()
 	defer v.Release()
-	groups := make([][]goredis.Cmder, v.Len())
+	// Route every command first (shard[j], or a fan-out), counting the
+	// commands of each shard, then fill groups sized to those counts.
+	shard := make([]int, len(cmds))
+	counts := make([]int, v.Len())
 	var fans []*fanout
 	var r keyShards
-	for _, cmd := range cmds {
+	for j, cmd := range cmds {
 		err := route(v, cmd, &r)
 		if r.shard == noKeys {
 			r.shard = anyShard(v)
 		}
+		shard[j] = noKeys
 		switch {
 		case err != nil:
 			cmd.SetErr(err)
 		case r.shard >= 0:
-			groups[r.shard] = append(groups[r.shard], cmd)
+			shard[j] = r.shard
+			counts[r.shard]++
 		default:
-			f, err := split(ctx, v, cmd, r.info)
+			f, err := split(ctx, v, cmd, r.info, r.owners)
 			if err != nil {
 				cmd.SetErr(err)
 				continue
 			}
-			f.addTo(groups)
+			f.counts(counts)
 			fans = append(fans, f)
 		}
 	}
 	if err := v.Prepare(ctx, &r.pending, nil); err != nil {
 		return setErrs(cmds, err)
+	}
+	groups := newGroups(v.Len(), counts)
+	fan := 0
+	for j, cmd := range cmds {
+		switch {
+		case shard[j] >= 0:
+			groups[shard[j]] = append(groups[shard[j]], cmd)
+		case fan < len(fans) && fans[fan].cmd == cmd:
+			fans[fan].addTo(groups)
+			fan++
+		}
 	}
 	execGroups(ctx, v, groups)
 	for _, f := range fans {
@@ -390,32 +441,31 @@ func (c *ShardedClient) processTx(ctx context.Context, cmds []goredis.Cmder) err
 		return setErrs(inner, err)
 	}
 	pipe := v.Client(acc.shard).TxPipeline()
-	for _, cmd := range inner {
-		_ = pipe.Process(ctx, cmd)
-	}
+	_ = pipe.BatchProcess(ctx, inner...)
 	_, _ = pipe.Exec(ctx)
 	finishGroup(ctx, v, acc.shard, inner)
 	return firstErr(inner)
 }
 
 // execGroups runs groups[i] on shard i, the shards in parallel: one command
-// alone, several as a pipeline.
+// alone, several as a pipeline. The last shard's group runs on the calling
+// goroutine, whose stack has grown already, the others each on a goroutine
+// of its own: one shard needs none.
 func execGroups(ctx context.Context, v *view, groups [][]goredis.Cmder) {
-	busy := 0
-	for _, g := range groups {
-		if len(g) > 0 {
-			busy++
-		}
-	}
 	var wg sync.WaitGroup
+	last := -1
 	for i, g := range groups {
-		switch {
-		case len(g) == 0:
-		case busy == 1: // one shard: no goroutine needed
-			execGroup(ctx, v, i, g)
-		default:
-			wg.Go(func() { execGroup(ctx, v, i, g) })
+		if len(g) == 0 {
+			continue
 		}
+		if last >= 0 {
+			j := last
+			wg.Go(func() { execGroup(ctx, v, j, groups[j]) })
+		}
+		last = i
+	}
+	if last >= 0 {
+		execGroup(ctx, v, last, groups[last])
 	}
 	wg.Wait()
 }
@@ -427,9 +477,7 @@ func execGroup(ctx context.Context, v *view, i int, g []goredis.Cmder) {
 		_ = client.Process(ctx, g[0])
 	} else {
 		pipe := client.Pipeline()
-		for _, cmd := range g {
-			_ = pipe.Process(ctx, cmd)
-		}
+		_ = pipe.BatchProcess(ctx, g...) // one copy of g, not one append per command
 		_, _ = pipe.Exec(ctx)
 	}
 	finishGroup(ctx, v, i, g)
