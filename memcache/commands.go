@@ -39,7 +39,7 @@ func (c *ShardedClient) Get(key string) (*memcache.Item, error) {
 // GetContext is Get, failing with ctx.Err() if ctx ends first (see above).
 func (c *ShardedClient) GetContext(ctx context.Context, key string) (*memcache.Item, error) {
 	return onKey(ctx, c, "Get", key, func(m *memcache.Client, t casIDs) (*memcache.Item, error) {
-		it, err := m.Get(key)
+		it, err := m.Get(t.key) // t.key, not key: a closure that captures nothing is not allocated
 		return t.mark(it), err
 	})
 }
@@ -230,16 +230,36 @@ func (c *ShardedClient) GetMultiContext(ctx context.Context, keys []string) (map
 	parts, err := fanOut(ctx, v, "GetMulti", shards, func(j int, m *memcache.Client) (map[string]*memcache.Item, error) {
 		return m.GetMulti(groups[j].Keys)
 	})
-	items := make(map[string]*memcache.Item, len(keys))
-	for _, p := range parts {
-		maps.Copy(items, p)
-	}
+	items := mergeInto(parts)
 	if st != nil {
 		for k, it := range items {
 			it.CasID = st.casID(v, k, it.CasID)
 		}
 	}
 	return items, err
+}
+
+// mergeInto returns the union of parts (maps of distinct keys that
+// gomemcache made for this call): the largest, with the others' items
+// copied into it, so that the common case builds no map of its own; an
+// empty map when there are none.
+func mergeInto(parts []map[string]*memcache.Item) map[string]*memcache.Item {
+	largest := -1
+	for j, p := range parts {
+		if largest < 0 || len(p) > len(parts[largest]) {
+			largest = j
+		}
+	}
+	if largest < 0 || parts[largest] == nil {
+		return map[string]*memcache.Item{}
+	}
+	items := parts[largest]
+	for j, p := range parts {
+		if j != largest {
+			maps.Copy(items, p)
+		}
+	}
+	return items
 }
 
 // DeleteAll deletes every item of every shard (flush_all on each, in
@@ -296,17 +316,40 @@ func onKey[T any](ctx context.Context, c *ShardedClient, name, key string, op fu
 	if err := ctx.Err(); err != nil {
 		return zero, err
 	}
-	v, st := c.acquire()
-	var p shardedclient.Pending
-	i := v.Track(&p, key)
-	return withContext(ctx, func() (T, error) {
-		defer v.Release()
-		if err := v.Prepare(ctx, &p, c.mover(&p, st, name)); err != nil {
-			return zero, err
-		}
-		r, err := op(v.Client(i), casIDs{st, v, key})
-		return r, finish(v, i, err)
-	}, func(err error) error { return v.Err(i, err) })
+	k := keyCall[T]{c: c, name: name, key: key, op: op}
+	k.v, k.st = c.acquire()
+	k.i = k.v.Track(&k.p, key)
+	if ctx.Done() == nil { // ctx never ends: the call runs here, and allocates nothing of its own
+		return k.run(ctx)
+	}
+	h := new(keyCall[T]) // shared with the call's goroutine (k stays on the stack)
+	*h = k
+	return withContext(ctx, func() (T, error) { return h.run(ctx) }, func(err error) error { return h.v.Err(h.i, err) })
+}
+
+// keyCall is one call of onKey: op, the call name on key, on shard i of
+// view v (acquired), with what key needs first in p.
+type keyCall[T any] struct {
+	c    *ShardedClient
+	name string
+	key  string
+	op   func(*memcache.Client, casIDs) (T, error)
+	v    *view
+	st   *window
+	p    shardedclient.Pending
+	i    int
+}
+
+// run prepares k's key (gates, a move in a resharding window), runs k's op
+// and releases k's view.
+func (k *keyCall[T]) run(ctx context.Context) (T, error) {
+	defer k.v.Release()
+	if err := k.v.Prepare(ctx, &k.p, k.c.mover(&k.p, k.st, k.name)); err != nil {
+		var zero T
+		return zero, err
+	}
+	r, err := k.op(k.v.Client(k.i), casIDs{k.st, k.v, k.key})
+	return r, finish(k.v, k.i, err)
 }
 
 // onKeyErr is onKey for calls that return only an error and hand out no
@@ -349,7 +392,7 @@ func fanOut[T any](ctx context.Context, v *view, name string, shards []int, call
 	}
 	one := func(j int) {
 		i := shards[j]
-		results[j], errs[j] = withContext(ctx, func() (T, error) {
+		run := func() (T, error) {
 			defer func() {
 				if pending.Add(-1) == 0 {
 					v.Release()
@@ -358,17 +401,23 @@ func fanOut[T any](ctx context.Context, v *view, name string, shards []int, call
 			r, err := call(j, v.Client(i))
 			v.Report(context.Background(), i, err) // gomemcache took no context (see finish)
 			return r, err
-		}, nil)
-	}
-	if len(shards) == 1 {
-		one(0) // no goroutine for one shard
-	} else {
-		var wg sync.WaitGroup
-		for j := range shards {
-			wg.Go(func() { one(j) })
 		}
-		wg.Wait()
+		if ctx.Done() == nil {
+			results[j], errs[j] = run() // ctx never ends: no goroutine for the call
+		} else {
+			results[j], errs[j] = withContext(ctx, run, nil)
+		}
 	}
+	// Each shard on a goroutine of its own but the last, which runs on the
+	// caller's.
+	var wg sync.WaitGroup
+	for j := range len(shards) - 1 {
+		wg.Go(func() { one(j) })
+	}
+	if len(shards) > 0 {
+		one(len(shards) - 1)
+	}
+	wg.Wait()
 	return results, multiErr(v, name, shards, errs)
 }
 
