@@ -9,6 +9,7 @@ import (
 	"errors"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -436,5 +437,69 @@ func TestReshardStaleCopyOnEjectedShardRemoved(t *testing.T) {
 	}
 	if err := c.AbandonResharding(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A write begun before BeginResharding that lands on a key's old owner
+// after the switch is not left behind: the migration waits for it before
+// it scans. Here a BLMOVE blocked on the old list writes its destination,
+// a key that moves, only once the migration has begun.
+func TestMigrationWaitsForEarlierWrites(t *testing.T) {
+	shards, direct, c := safetyFixture(t, 2, 1, shardedredis.Health{})
+	both, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: shards})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer both.Close()
+	key := func(prefix string, owner int) string { // a key that owner holds under both shards
+		for i := 0; ; i++ {
+			if k := prefix + strconv.Itoa(i); both.GetShardInfo(k).Index == owner {
+				return k
+			}
+		}
+	}
+	src, dst := key("wg:src:", 0), key("wg:dst:", 1)
+	moved := make(chan error, 1)
+	go func() { moved <- c.BLMove(ctx, src, dst, "LEFT", "RIGHT", 10*time.Second).Err() }()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		info, err := direct[0].Info(ctx, "clients").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(info, "blocked_clients:1") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("BLMOVE does not block")
+		}
+	}
+	if err := c.BeginResharding(shards); err != nil {
+		t.Fatal(err)
+	}
+	m, err := c.NewMigration(shardedredis.MigrateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ran := make(chan error, 1)
+	go func() { ran <- m.Run(ctx) }()
+	select {
+	case err := <-ran:
+		t.Fatalf("Run returned (%v) while a command begun before the window still ran", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	if err := direct[0].LPush(ctx, src, "v").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-moved; err != nil {
+		t.Fatalf("BLMOVE: %v", err)
+	}
+	if err := <-ran; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if got := holdersOf(t, direct, dst); !slices.Equal(got, []int{1}) {
+		t.Fatalf("%s is on servers %v after the migration, want [1] (its new owner)", dst, got)
+	}
+	if got := direct[1].LRange(ctx, dst, 0, -1).Val(); !slices.Equal(got, []string{"v"}) {
+		t.Fatalf("%s = %v on its new owner, want [v]", dst, got)
 	}
 }

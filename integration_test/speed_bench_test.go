@@ -394,7 +394,10 @@ func BenchmarkSpeed(b *testing.B) {
 		}.run(b)
 	})
 	b.Run("NewClient-1000-shards", func(b *testing.B) { benchNewClient1000(b) })
-	b.Run("Migration", func(b *testing.B) { benchMigration(b, r.addrs) })
+	b.Run("Migration", func(b *testing.B) { benchMigration(b, r.addrs, shardedredis.MigrateOptions{}) })
+	b.Run("Migration-limited", func(b *testing.B) {
+		benchMigration(b, r.addrs, shardedredis.MigrateOptions{KeysPerSecond: migrationLimit})
+	})
 
 	memcachedPath(b)
 	mc := newSpeedMemcache(b)
@@ -568,13 +571,16 @@ func waitGoroutines(tb testing.TB, n int) {
 // shards hold them, a fourth joins and takes about a quarter.
 const migrationKeys = 200000
 
+// migrationLimit is the KeysPerSecond of the rate-limited migration: keys
+// scanned, of which about a quarter move.
+const migrationLimit = 100000
+
 // benchMigration moves what a fourth redis-server takes over of
-// migrationKeys string keys on three (one round per iteration), with
-// default MigrateOptions, while one goroutine GETs random keys through the
-// same client; before that, the same GET loop runs for a while with no
-// migration. It reports keys/s, and the GET p99 during the migration
-// against the idle one.
-func benchMigration(b *testing.B, addrs []string) {
+// migrationKeys string keys on three (one round per iteration), with opt,
+// while one goroutine GETs random keys through the same client; before
+// that, the same GET loop runs for a while with no migration. It reports
+// keys/s, and the GET p99 during the migration against the idle one.
+func benchMigration(b *testing.B, addrs []string, opt shardedredis.MigrateOptions) {
 	shards := make([]shardedredis.ShardOptions, len(addrs))
 	for i, a := range addrs {
 		shards[i] = shardedredis.ShardOptions{Name: "redis-" + strconv.Itoa(i), Addr: a}
@@ -608,7 +614,7 @@ func benchMigration(b *testing.B, addrs []string) {
 		if err := c.BeginResharding(shards); err != nil {
 			b.Fatal(err)
 		}
-		m, err := c.NewMigration(shardedredis.MigrateOptions{})
+		m, err := c.NewMigration(opt)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -323,7 +323,7 @@ func (c *ShardedClient) mover(p *shardedclient.Pending, st *window, op string) s
 	}
 }
 
-// moveKeys moves keys, whose stripes View.Prepare locked, for a call of op
+// moveKeys moves keys, whose locks View.Prepare holds, for a call of op
 // (see BeginResharding), and returns the first failure. It is also the
 // client's shardedclient.Mover (for GetShard), with no op and st nil.
 func (c *ShardedClient) moveKeys(ctx context.Context, v *view, st *window, op string, keys []shardedclient.MovingKey) error {
@@ -334,7 +334,7 @@ func (c *ShardedClient) moveKeys(ctx context.Context, v *view, st *window, op st
 }
 
 // unmoved returns the keys of keys that no call has moved since they were
-// tracked (another call may have, before the stripes were locked), each
+// tracked (another call may have, before their locks were taken), each
 // once.
 func unmoved(v *view, keys []shardedclient.MovingKey) []shardedclient.MovingKey {
 	w := v.Window()
@@ -349,7 +349,7 @@ func unmoved(v *view, keys []shardedclient.MovingKey) []shardedclient.MovingKey 
 	return out
 }
 
-// move moves keys, not moved yet and their stripes locked, for a call of op
+// move moves keys, not moved yet and their locks held, for a call of op
 // under ctx: the keys of each (old owner, new owner) pair in one batch, the
 // pairs in parallel. found, when not nil, gets each value read from an old
 // owner and not dropped, with the CAS token of its copy on the new owner
@@ -484,7 +484,7 @@ func (st *window) read(ctx context.Context, v *view, i int, keys []string, add f
 // getMultiMoving is GetMultiContext on v, acquired with window st (nil: not
 // known for sure), when some keys must move first (p, tracked on v, holds
 // them); it releases v. Once the gates of p are open and the moving keys'
-// stripes locked, the keys that stay where they are are read from their
+// locks held, the keys that stay where they are are read from their
 // owners, over the window's connections, while the others move (a moved
 // key's hit is the value it moved with): all under ctx, so that the call
 // returns by its deadline with the hits it has. The failed shards of the

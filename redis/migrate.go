@@ -18,10 +18,14 @@ import (
 // MigrateOptions configure NewMigration.
 type MigrateOptions struct {
 	// BatchSize is the COUNT of each SCAN, and the keys moved per three
-	// round trips; 0 means 100.
+	// round trips; 0 means 1,000.
 	BatchSize int
 	// Parallelism bounds the source shards scanned at once; 0 means 4.
 	Parallelism int
+	// InFlight bounds the pages of one source shard that move at once,
+	// each a batch of three round trips, while the next pages are scanned;
+	// 0 means 4. 1 moves one page at a time.
+	InFlight int
 	// KeysPerSecond limits the keys scanned per second over all shards
 	// (the keys a SCAN page returns, whatever its COUNT); 0 means no limit.
 	KeysPerSecond float64
@@ -120,7 +124,10 @@ func (c *ShardedClient) NewMigration(opt MigrateOptions) (*Migration, error) {
 		return nil, fmt.Errorf("%w: it is window %q's, this is %q", ErrCheckpoint, opt.Resume.Window, w.ID)
 	}
 	if opt.BatchSize <= 0 {
-		opt.BatchSize = 100
+		opt.BatchSize = 1000
+	}
+	if opt.InFlight <= 0 {
+		opt.InFlight = 4
 	}
 	if opt.Parallelism <= 0 {
 		opt.Parallelism = 4
@@ -179,8 +186,10 @@ func (e *MigrationError) Unwrap() []error {
 	return out
 }
 
-// Run scans every source shard (Parallelism at a time) and moves each key
-// whose new owner is another shard, BatchSize keys per SCAN page, under the
+// Run first waits until the commands begun before BeginResharding have
+// ended (one may still write a key on its old owner), then scans every
+// source shard (Parallelism at a time) and moves each key whose new owner
+// is another shard, BatchSize keys per SCAN page, under the
 // same per-key locks as the client's commands, so that a key written by
 // the application is never overwritten by its older copy; it deletes the
 // stale copies it finds (keys the shard owned neither before nor after the
@@ -191,6 +200,15 @@ func (e *MigrationError) Unwrap() []error {
 // source has moved. Then the window is migrated: unless KeepWindow, Run
 // ends it. Running it again after it finished moves nothing.
 func (m *Migration) Run(ctx context.Context) error {
+	// A write begun before BeginResharding may still land on a key's old
+	// owner: wait for it, or a scan that has passed the key would leave it
+	// behind.
+	v := m.c.shards.Acquire()
+	err := v.WaitGates(ctx)
+	v.Release()
+	if err != nil {
+		return err
+	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(m.opt.Parallelism)
 	var mu sync.Mutex
@@ -228,47 +246,109 @@ func (m *Migration) Run(ctx context.Context) error {
 }
 
 // runShard moves the keys of source p that failed before (its retry list),
-// then scans on from its cursor.
+// then scans on from its cursor (scanShard).
 func (m *Migration) runShard(ctx context.Context, p *shardProgress) error {
-	retry := p.takeRetry()
-	for first := true; ; first = false {
-		v := m.c.shards.Acquire()
-		var next uint64
-		var err error
-		switch {
-		case !v.Moving():
-			err = ErrNoResharding
-		case v.Ejected(p.index):
-			err = v.Err(p.index, errors.New("ejected: its keys were not moved; run the migration again once it is back"))
-		case first && len(retry) > 0:
-			next = p.cursor.Load()
-			err = m.moveFrom(ctx, v, p, retry)
-		default:
-			next, err = m.scanPage(ctx, v, p)
-		}
-		v.Release()
-		if err != nil {
-			if first {
-				p.addRetry(retry)
-			}
+	if retry := p.takeRetry(); len(retry) > 0 {
+		if err := m.onView(p, func(v *view) error { return m.moveFrom(ctx, v, p, retry) }); err != nil {
+			p.addRetry(retry)
 			return err
 		}
-		p.cursor.Store(next)
-		if next == 0 && !(first && len(retry) > 0) {
-			p.done.Store(len(p.retryCopy()) == 0)
-			return nil
-		}
 	}
+	return m.scanShard(ctx, p)
 }
 
-// scanPage scans one page of source p and moves its keys (moveFrom). It
-// returns the next cursor.
-func (m *Migration) scanPage(ctx context.Context, v *view, p *shardProgress) (uint64, error) {
-	keys, next, err := v.Client(p.index).Scan(ctx, p.cursor.Load(), "", int64(m.opt.BatchSize)).Result()
-	if err != nil {
-		return 0, v.Err(p.index, fmt.Errorf("migration: SCAN: %w", err))
+// onView runs f on the current view, acquired for it, unless the window
+// has ended (ErrNoResharding) or source p is ejected (an error naming it).
+func (m *Migration) onView(p *shardProgress, f func(*view) error) error {
+	v := m.c.shards.Acquire()
+	defer v.Release()
+	switch {
+	case !v.Moving():
+		return ErrNoResharding
+	case v.Ejected(p.index):
+		return v.Err(p.index, errors.New("ejected: its keys were not moved; run the migration again once it is back"))
 	}
-	return next, m.moveFrom(ctx, v, p, keys)
+	return f(v)
+}
+
+// page is one SCAN page of a source: its keys, and the cursor after it.
+type page struct {
+	seq  int // 0 for the first page of this run, then 1, 2, ...
+	keys []string
+	next uint64
+}
+
+// scanShard scans source p from its cursor round to the end and moves the
+// keys of each page (moveFrom): one goroutine reads the pages ahead while
+// up to InFlight pages move at once. p's cursor passes a page only once
+// that page and every page before it have moved, so that a checkpoint
+// never skips a key; a key of a later page that moved before the run
+// stopped is simply not found again on resume.
+func (m *Migration) scanShard(ctx context.Context, p *shardProgress) error {
+	g, gctx := errgroup.WithContext(ctx)
+	pages := make(chan page, m.opt.InFlight)
+	g.Go(func() error {
+		defer close(pages)
+		cursor := p.cursor.Load()
+		for seq := 0; ; seq++ {
+			pg := page{seq: seq}
+			err := m.onView(p, func(v *view) error {
+				var err error
+				if pg.keys, pg.next, err = v.Client(p.index).Scan(gctx, cursor, "", int64(m.opt.BatchSize)).Result(); err != nil {
+					return v.Err(p.index, fmt.Errorf("migration: SCAN: %w", err))
+				}
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+			select {
+			case pages <- pg:
+			case <-gctx.Done():
+				return gctx.Err()
+			}
+			if pg.next == 0 {
+				return nil
+			}
+			cursor = pg.next
+		}
+	})
+	var mu sync.Mutex
+	moved := map[int]uint64{} // seq -> next cursor, of pages moved ahead of an earlier one
+	nextSeq, finished := 0, false
+	commit := func(pg page) {
+		mu.Lock()
+		defer mu.Unlock()
+		moved[pg.seq] = pg.next
+		for {
+			next, ok := moved[nextSeq]
+			if !ok {
+				return
+			}
+			delete(moved, nextSeq)
+			nextSeq++
+			p.cursor.Store(next)
+			finished = next == 0
+		}
+	}
+	for range m.opt.InFlight {
+		g.Go(func() error {
+			for pg := range pages {
+				if err := m.onView(p, func(v *view) error { return m.moveFrom(gctx, v, p, pg.keys) }); err != nil {
+					return err
+				}
+				commit(pg)
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	if finished {
+		p.done.Store(len(p.retryCopy()) == 0)
+	}
+	return nil
 }
 
 // moveFrom deletes the stale copies among keys, found on source p, and

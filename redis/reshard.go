@@ -216,7 +216,7 @@ func moveKeys(ctx context.Context, v *view, keys []shardedclient.MovingKey) erro
 // trips for any number of keys: DUMP and PTTL on the old owners, RESTORE
 // (never REPLACE: see BeginResharding) on the new ones, DEL on the old ones
 // of the keys that the new owner now holds. One key's failure does not
-// stop the others. The caller holds the keys' stripes.
+// stop the others. The caller holds the keys' locks.
 func moveBatch(ctx context.Context, v *view, keys []shardedclient.MovingKey) moveCounts {
 	var counts moveCounts
 	fail := func(k shardedclient.MovingKey, err error) {

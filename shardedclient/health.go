@@ -290,7 +290,9 @@ func (v *View[C]) record(i int, err error, c Class) {
 	h.requests.Add(1)
 	switch c {
 	case Answered:
-		h.consecutive.Store(0)
+		if h.consecutive.Load() != 0 { // a load leaves the cache line shared: the common case writes nothing
+			h.consecutive.Store(0)
+		}
 		return
 	case Local:
 		return

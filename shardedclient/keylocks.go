@@ -1,39 +1,54 @@
 package shardedclient
 
 import (
-	"hash/maphash"
 	"slices"
 	"sync"
 )
 
-// keyStripes is the number of mutexes of a KeyLocks.
-const keyStripes = 1024
-
-// KeyLocks serializes work on the same keys within one process: each key
-// maps to one of 1,024 mutexes (a stripe). Backends use it during
-// resharding, so that moving a key to its new owner and the commands that
-// use the key do not interleave. The zero value is ready to use.
+// KeyLocks serializes work on the same keys within one process: a key is
+// locked by one caller at a time, and a caller that asks for a key another
+// holds waits until that caller unlocks. Backends use it during resharding,
+// so that moving a key to its new owner and the commands that use the key
+// do not interleave. Locks are exact, one per key, not stripes shared by
+// many keys: a migration batch that holds hundreds of keys for a few round
+// trips holds back only the commands on those keys (with 1,024 stripes, a
+// batch of 250 keys held back a fifth of all keys, and two batches nearly
+// always shared a stripe and waited for each other). The zero value is
+// ready to use.
 type KeyLocks struct {
-	stripes [keyStripes]sync.Mutex
+	mu   sync.Mutex
+	held map[string]chan struct{} // key -> closed when its holder unlocks
 }
 
-var keySeed = maphash.MakeSeed()
-
-// Lock locks the stripes of keys, in order (so that two callers never
-// deadlock), and returns the function that unlocks them.
+// Lock locks keys (a key given twice counts once), in sorted order, so
+// that two callers never deadlock, and returns the function that unlocks
+// them.
 func (l *KeyLocks) Lock(keys ...string) (unlock func()) {
-	stripes := make([]int, len(keys))
-	for i, k := range keys {
-		stripes[i] = int(maphash.String(keySeed, k) % keyStripes)
-	}
-	slices.Sort(stripes)
-	stripes = slices.Compact(stripes)
-	for _, s := range stripes {
-		l.stripes[s].Lock()
+	keys = slices.Compact(slices.Sorted(slices.Values(keys)))
+	done := make(chan struct{}) // one for every key of this call: they are unlocked together
+	for _, k := range keys {
+		for {
+			l.mu.Lock()
+			if l.held == nil {
+				l.held = make(map[string]chan struct{})
+			}
+			other, busy := l.held[k]
+			if !busy {
+				l.held[k] = done
+			}
+			l.mu.Unlock()
+			if !busy {
+				break
+			}
+			<-other
+		}
 	}
 	return func() {
-		for _, s := range slices.Backward(stripes) {
-			l.stripes[s].Unlock()
+		l.mu.Lock()
+		for _, k := range keys {
+			delete(l.held, k)
 		}
+		l.mu.Unlock()
+		close(done)
 	}
 }

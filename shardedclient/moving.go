@@ -15,7 +15,7 @@ import (
 //     write the key on its old owner);
 //   - to be moved: a key whose owner changed and that may still be on its
 //     old owner is moved there first (by the backend's Mover), with its
-//     stripe locked (KeyLocks), so that the move and other commands on the
+//     lock held (KeyLocks), so that the move and other commands on the
 //     key do not interleave.
 //
 // A backend tracks each key of a command on the command's View (Track, which
@@ -32,7 +32,7 @@ type MovingKey struct {
 }
 
 // Mover moves keys from their old owner to their new one, on v; their
-// stripes are locked by the caller. It returns nil when every key is on its
+// locks are held by the caller. It returns nil when every key is on its
 // new owner (or on neither shard), else an error naming what failed.
 type Mover[C comparable] func(ctx context.Context, v *View[C], keys []MovingKey) error
 
@@ -73,7 +73,7 @@ func (v *View[C]) Track(p *Pending, key string) int {
 
 // Prepare waits until every gate of p is open, then moves p's keys with
 // move, or with the backend's Mover (see SetMover) when move is nil, their
-// stripes locked only while they move:
+// locks held only while they move:
 // once a key has left its old owner nothing puts it back there (commands of
 // older views have ended, and the migration takes the same locks), so the
 // command itself needs no lock. It returns ctx.Err() if ctx ends while
@@ -104,6 +104,23 @@ func (v *View[C]) Prepare(ctx context.Context, p *Pending, move Mover[C]) error 
 	unlock := s.locks.Lock(names...)
 	defer unlock()
 	return move(ctx, v, p.moving)
+}
+
+// WaitGates waits until every gate of v is open: until the commands begun
+// on the views before v's recent moves (BeginMove, EndMove, an ejection or
+// a rejoin) have ended, so that none of them can still write a key on the
+// owner it had before. A migration waits so before it scans the old
+// owners: a key that such a command writes after the scan has passed it
+// would be left behind. It returns ctx.Err() if ctx ends first.
+func (v *View[C]) WaitGates(ctx context.Context) error {
+	for _, g := range v.gates {
+		select {
+		case <-g.done:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
 }
 
 // ErrNoMover is returned by View.Prepare when keys must move and the

@@ -62,7 +62,7 @@ type Sharded[C comparable] struct {
 
 	watchMu  sync.Mutex
 	watchers map[chan struct{}]struct{} // see Watch
-	locks    KeyLocks                   // a key's stripe, locked while the key moves
+	locks    KeyLocks                   // a key's lock, held while the key moves
 
 	mu      sync.Mutex // serializes view changes (eject, rejoin, SetShards, Close)
 	closed  bool
