@@ -264,12 +264,12 @@ type speedRedis struct {
 	sharded1 *shardedredis.ShardedClient
 	sharded4 *shardedredis.ShardedClient
 	ring     *goredis.Ring
-	keys     []string
+	speedKeyset
 }
 
 func newSpeedRedis(b *testing.B) *speedRedis {
 	procs := sharedRedis(b, 4)
-	r := &speedRedis{keys: mcKeys("speed:key:", speedKeys)}
+	r := &speedRedis{speedKeyset: mcKeys("speed:key:", speedKeys)}
 	var shards []shardedredis.ShardOptions
 	ringAddrs := map[string]string{}
 	for i, p := range procs {
@@ -278,7 +278,7 @@ func newSpeedRedis(b *testing.B) *speedRedis {
 		ringAddrs["shard"+strconv.Itoa(i)] = p.addr
 		d := goredis.NewClient(&goredis.Options{Addr: p.addr})
 		if _, err := d.Pipelined(ctx, func(p goredis.Pipeliner) error {
-			for _, k := range r.keys {
+			for _, k := range r.speedKeyset {
 				p.Set(ctx, k, "value-of-"+k, 0)
 			}
 			return nil
@@ -305,12 +305,16 @@ func newSpeedRedis(b *testing.B) *speedRedis {
 	return r
 }
 
-func (r *speedRedis) key(i int) string { return r.keys[i%len(r.keys)] }
+// speedKeyset are the keys of the single-key and 100-key workloads.
+type speedKeyset []string
+
+// key returns the key of operation i.
+func (ks speedKeyset) key(i int) string { return ks[i%len(ks)] }
 
 // keys100 returns the 100 keys of operation i.
-func (r *speedRedis) keys100(i int) []string {
-	from := (i * 100) % (len(r.keys) - 100)
-	return r.keys[from : from+100]
+func (ks speedKeyset) keys100(i int) []string {
+	from := (i * 100) % (len(ks) - 100)
+	return ks[from : from+100]
 }
 
 func getErr(c goredis.Cmdable, key string) error { return c.Get(ctx, key).Err() }
@@ -341,8 +345,11 @@ func mgetErr(c goredis.Cmdable, keys []string) error {
 func BenchmarkSpeed(b *testing.B) {
 	realRedisBin(b)
 	r := newSpeedRedis(b)
-	b.Run("GET", func(b *testing.B) {
-		workload{
+	for _, w := range []struct {
+		name string
+		w    workload
+	}{
+		{"GET", workload{
 			contenders: []contender{
 				{"plain", func(i int) error { return getErr(r.plain, r.key(i)) }},
 				{"sharded1", func(i int) error { return getErr(r.sharded1, r.key(i)) }},
@@ -352,10 +359,8 @@ func BenchmarkSpeed(b *testing.B) {
 			chunk:   200,
 			ratios:  [][2]string{{"sharded1", "plain"}, {"sharded4", "ring"}},
 			ratioOf: []string{"ns", "cpu", "allocs"},
-		}.run(b)
-	})
-	b.Run("GET-32-goroutines", func(b *testing.B) {
-		workload{
+		}},
+		{"GET-32-goroutines", workload{
 			contenders: []contender{
 				{"plain", func(i int) error { return getErr(r.plain, r.key(i)) }},
 				{"sharded4", func(i int) error { return getErr(r.sharded4, r.key(i)) }},
@@ -365,10 +370,8 @@ func BenchmarkSpeed(b *testing.B) {
 			goroutines: 32,
 			ratios:     [][2]string{{"sharded4", "ring"}, {"sharded4", "plain"}},
 			ratioOf:    []string{"ops/s", "cpu"},
-		}.run(b)
-	})
-	b.Run("MGET-100", func(b *testing.B) {
-		workload{
+		}},
+		{"MGET-100", workload{
 			contenders: []contender{
 				{"plain", func(i int) error { return mgetErr(r.plain, r.keys100(i)) }},
 				{"sharded4", func(i int) error { return mgetErr(r.sharded4, r.keys100(i)) }},
@@ -378,10 +381,8 @@ func BenchmarkSpeed(b *testing.B) {
 			latency: true,
 			ratios:  [][2]string{{"sharded4", "ring"}, {"sharded4", "plain"}},
 			ratioOf: []string{"p50", "cpu", "allocs"},
-		}.run(b)
-	})
-	b.Run("Pipeline-100-GETs", func(b *testing.B) {
-		workload{
+		}},
+		{"Pipeline-100-GETs", workload{
 			contenders: []contender{
 				{"plain", func(i int) error { return pipelineGets(r.plain, r.keys100(i)) }},
 				{"sharded4", func(i int) error { return pipelineGets(r.sharded4, r.keys100(i)) }},
@@ -391,8 +392,10 @@ func BenchmarkSpeed(b *testing.B) {
 			latency: true,
 			ratios:  [][2]string{{"sharded4", "ring"}, {"sharded4", "plain"}},
 			ratioOf: []string{"p50", "cpu", "allocs"},
-		}.run(b)
-	})
+		}},
+	} {
+		b.Run(w.name, w.w.run)
+	}
 	b.Run("NewClient-1000-shards", func(b *testing.B) { benchNewClient1000(b) })
 	b.Run("Migration", func(b *testing.B) { benchMigration(b, r.addrs, shardedredis.MigrateOptions{}) })
 	b.Run("Migration-limited", func(b *testing.B) {
@@ -401,8 +404,11 @@ func BenchmarkSpeed(b *testing.B) {
 
 	memcachedPath(b)
 	mc := newSpeedMemcache(b)
-	b.Run("memcache-Get", func(b *testing.B) {
-		workload{
+	for _, w := range []struct {
+		name string
+		w    workload
+	}{
+		{"memcache-Get", workload{
 			contenders: []contender{
 				{"gomemcache", func(i int) error { return itemErr(mc.plain.Get(mc.key(i))) }},
 				{"sharded4", func(i int) error { return itemErr(mc.sharded.Get(mc.key(i))) }},
@@ -410,10 +416,8 @@ func BenchmarkSpeed(b *testing.B) {
 			chunk:   200,
 			ratios:  [][2]string{{"sharded4", "gomemcache"}},
 			ratioOf: []string{"ns", "cpu", "allocs", "B"},
-		}.run(b)
-	})
-	b.Run("memcache-GetMulti-100", func(b *testing.B) {
-		workload{
+		}},
+		{"memcache-GetMulti-100", workload{
 			contenders: []contender{
 				{"gomemcache", func(i int) error { return itemsErr(mc.plain.GetMulti(mc.keys100(i))) }},
 				{"sharded4", func(i int) error { return itemsErr(mc.sharded.GetMulti(mc.keys100(i))) }},
@@ -422,8 +426,10 @@ func BenchmarkSpeed(b *testing.B) {
 			latency: true,
 			ratios:  [][2]string{{"sharded4", "gomemcache"}},
 			ratioOf: []string{"p50", "cpu", "allocs", "B"},
-		}.run(b)
-	})
+		}},
+	} {
+		b.Run(w.name, w.w.run)
+	}
 }
 
 // speedMemcache are gomemcache and the memcache client over four memcached
@@ -431,11 +437,11 @@ func BenchmarkSpeed(b *testing.B) {
 type speedMemcache struct {
 	plain   *gomemcache.Client
 	sharded *shardedmc.ShardedClient
-	keys    []string
+	speedKeyset
 }
 
 func newSpeedMemcache(b *testing.B) *speedMemcache {
-	m := &speedMemcache{keys: mcKeys("speed:key:", speedKeys)}
+	m := &speedMemcache{speedKeyset: mcKeys("speed:key:", speedKeys)}
 	var addrs []string
 	var shards []shardedmc.ShardOptions
 	for range 4 {
@@ -443,7 +449,7 @@ func newSpeedMemcache(b *testing.B) *speedMemcache {
 		addrs = append(addrs, s.addr)
 		shards = append(shards, shardedmc.ShardOptions{Addr: s.addr, MaxIdleConns: 8})
 		d := gomemcache.New(s.addr)
-		for _, k := range m.keys {
+		for _, k := range m.speedKeyset {
 			if err := d.Set(&gomemcache.Item{Key: k, Value: []byte("value-of-" + k)}); err != nil {
 				b.Fatal(err)
 			}
@@ -461,13 +467,6 @@ func newSpeedMemcache(b *testing.B) *speedMemcache {
 		m.sharded.Close()
 	})
 	return m
-}
-
-func (m *speedMemcache) key(i int) string { return m.keys[i%len(m.keys)] }
-
-func (m *speedMemcache) keys100(i int) []string {
-	from := (i * 100) % (len(m.keys) - 100)
-	return m.keys[from : from+100]
 }
 
 func itemErr(it *gomemcache.Item, err error) error {
