@@ -15,7 +15,8 @@ import (
 // Spymemcached, GoRedisRing and Gomemcache, each with the settings its peer
 // has and no others; their zero values are the peers' defaults. A setting
 // the preset's configuration does not use is an error at New, as is a node
-// weight other than 1 on a preset that ignores weights.
+// weight other than 1 on a preset that ignores weights. Only this package's
+// types implement Preset.
 type Preset interface {
 	// String describes the preset and its settings, e.g.
 	// "Twemproxy{distribution: ketama, hash: MD5}".
@@ -452,7 +453,7 @@ func orDefaultInt(n, def int) int {
 	return n
 }
 
-// build lays out r's points (consistent), slots (modula) or name hashes
+// layOut lays out r's points (consistent), slots (modula) or name hashes
 // (rendezvous) over its live members.
 func (r *Ring) layOut() error {
 	switch r.cfg.dist {
