@@ -95,8 +95,8 @@ func TestMaintNotificationsDefault(t *testing.T) {
 
 // Commands with no sharded meaning are refused before anything is sent.
 func TestUnsupportedCommands(t *testing.T) {
-	m := miniredis.RunT(t)
-	c, err := NewShardedClient(&ShardedOptions{Shards: []ShardOptions{{Addr: m.Addr()}}})
+	m, m2 := miniredis.RunT(t), miniredis.RunT(t)
+	c, err := NewShardedClient(&ShardedOptions{Shards: []ShardOptions{{Addr: m.Addr()}, {Addr: m2.Addr()}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +115,7 @@ func TestUnsupportedCommands(t *testing.T) {
 			t.Errorf("%s: %v, want an UnsupportedError", name, err)
 		}
 	}
-	if n := len(m.Keys()); n != 0 {
+	if n := len(m.Keys()) + len(m2.Keys()); n != 0 {
 		t.Fatalf("refused commands wrote %d keys", n)
 	}
 }
@@ -157,3 +157,38 @@ func TestDroppedClusterShardIsClosed(t *testing.T) {
 		t.Fatalf("%d cluster shard clients still registered, want 0", n)
 	}
 }
+
+// Only the commands of go-redis's connection setup are marked as its
+// failure; the error of another CLIENT command is the server's answer.
+func TestSetupFailure(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct {
+		args []any
+		want string // the setupError's text, "" for none
+	}{
+		{[]any{"client", "setname", "a b"}, "connection setup (client setname): ERR x"},
+		{[]any{"CLIENT", "TRACKING", "on"}, "connection setup (client tracking): ERR x"},
+		{[]any{"client", "setinfo", "lib-name", "a b"}, "connection setup (client setinfo): ERR x"},
+		{[]any{"select", 99}, "connection setup (select): ERR x"},
+		{[]any{"client", "kill", "1.2.3.4:5"}, ""},
+		{[]any{"client", "unblock", 7}, ""},
+		{[]any{"client"}, ""},
+		{[]any{"get", "k"}, ""},
+	} {
+		cmd := goredis.NewStatusCmd(ctx, c.args...)
+		err := setupFailure(cmd, replyError("ERR x"))
+		got := ""
+		if err != nil {
+			got = err.Error()
+		}
+		if got != c.want {
+			t.Errorf("setupFailure(%v) = %q, want %q", c.args, got, c.want)
+		}
+	}
+}
+
+// replyError is an error reply of a server (redis.Error).
+type replyError string
+
+func (e replyError) Error() string { return string(e) }
+func (replyError) RedisError()     {}

@@ -66,11 +66,15 @@ func setupFailure(cmd goredis.Cmder, err error) error {
 		return nil
 	}
 	switch name := cmd.Name(); name {
-	case "client": // CLIENT SETNAME, CLIENT TRACKING
+	case "client":
 		if args := cmd.Args(); len(args) > 1 {
-			name += " " + strings.ToLower(fmt.Sprint(args[1]))
+			switch sub := strings.ToLower(fmt.Sprint(args[1])); sub {
+			case "setname", "setinfo", "tracking", "maint_notifications":
+				return &setupError{command: name + " " + sub, err: err}
+			}
 		}
-		fallthrough
+		// Another CLIENT command (KILL, UNBLOCK, ...) is not connection
+		// setup: its error is the server's answer.
 	case "hello", "auth", "select", "readonly":
 		return &setupError{command: name, err: err}
 	}
