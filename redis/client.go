@@ -558,7 +558,9 @@ func (c *ShardedClient) Do(ctx context.Context, args ...any) *goredis.Cmd {
 
 // Watch runs fn in an optimistic transaction (WATCH keys, then fn) on the
 // shard that owns keys. Every key must be on that shard (key tags help),
-// else it returns a *CrossShardError. Commands that fn sends through its
+// else it returns a *CrossShardError. With no keys it runs fn on the one
+// shard of a client of one shard (outside a resharding window), and is an
+// *UnsupportedError on several. Commands that fn sends through its
 // *redis.Tx run on that shard: one whose keys are on another shard fails
 // with a *CrossShardError, sent nowhere. During resharding, every key is
 // moved to its new owner before a command uses it, inside fn too. fn may run
@@ -567,13 +569,16 @@ func (c *ShardedClient) Do(ctx context.Context, args ...any) *goredis.Cmd {
 // go to the shard fn started on: do not begin a resharding under long
 // transactions.
 func (c *ShardedClient) Watch(ctx context.Context, fn func(*goredis.Tx) error, keys ...string) error {
-	if len(keys) == 0 {
-		return &UnsupportedError{Command: "watch", Reason: "no keys, so no shard"}
-	}
 	// Pinned, not acquired: fn may run commands of its own through c, and
 	// moves must not wait for fn (that would deadlock).
 	v := c.shards.Pin()
 	defer v.Unpin()
+	if len(keys) == 0 {
+		if !oneServer(v) {
+			return &UnsupportedError{Command: "watch", Reason: "no keys, so no shard"}
+		}
+		return c.watch(ctx, v, 0, fn)
+	}
 	args := make([]any, 0, len(keys)+1)
 	args = append(args, "watch")
 	for _, k := range keys {
@@ -589,16 +594,22 @@ func (c *ShardedClient) Watch(ctx context.Context, fn func(*goredis.Tx) error, k
 	if err := v.Prepare(ctx, &ks.pending, nil); err != nil {
 		return err
 	}
+	return c.watch(ctx, v, ks.shard, fn, keys...)
+}
+
+// watch runs fn in a transaction on shard, watching keys, its commands
+// guarded.
+func (c *ShardedClient) watch(ctx context.Context, v *view, shard int, fn func(*goredis.Tx) error, keys ...string) error {
 	var fnErr error
-	err := watchOn(v.Client(ks.shard))(ctx, func(tx *goredis.Tx) error {
-		tx.AddHook(guard{c: c, v: v, shard: ks.shard})
+	err := watchOn(v.Client(shard))(ctx, func(tx *goredis.Tx) error {
+		tx.AddHook(guard{c: c, v: v, shard: shard})
 		fnErr = fn(tx)
 		return fnErr
 	}, keys...)
 	if err != nil && err == fnErr {
 		return err // fn's own error, unchanged
 	}
-	return v.Finish(ctx, ks.shard, err)
+	return v.Finish(ctx, shard, err)
 }
 
 // ForEachShard calls fn with every shard's client, in parallel, and returns

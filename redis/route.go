@@ -71,10 +71,13 @@ func (g guard) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.Pro
 // ECHO, ...) or a command with every key on the guarded shard, whose keys it
 // first settles during resharding. A keyless command that runs on every
 // shard or walks them is an *UnsupportedError, as in TxPipelined; a command
-// with keys elsewhere a *CrossShardError.
+// with keys elsewhere a *CrossShardError. Over one server (asOneServer) it
+// accepts every command.
 func (g guard) check(ctx context.Context, cmd goredis.Cmder) error {
 	var ks keyShards
 	switch err := keysOf(g.v, cmd, &ks); {
+	case asOneServer(g.v, &ks):
+		return nil
 	case err != nil:
 		return err
 	case ks.shard == noKeys && ks.info.Request != commands.ByKeys:
@@ -117,7 +120,8 @@ func keysOf(v *view, cmd goredis.Cmder, ks *keyShards) error {
 // deployment: r.shard is the shard of its keys; noKeys for a keyless command
 // that Redis gives no request policy (ECHO, TIME, EVAL with no keys, ...),
 // which runs on any one shard (see anyShard); or fanOut when it runs on
-// several, all_shards or multi_shard (r.info is its table entry).
+// several, all_shards or multi_shard (r.info is its table entry). Over one
+// server (asOneServer) every known command runs on shard 0, as sent.
 // r.pending gathers what its keys need first during and after resharding
 // (see View.Prepare), across the commands of a pipeline routed into the
 // same r. r is the caller's, so that the hot path copies nothing. A command
@@ -125,6 +129,10 @@ func keysOf(v *view, cmd goredis.Cmder, ks *keyShards) error {
 // go-redis type, is an *UnsupportedError.
 func route(v *view, cmd goredis.Cmder, r *keyShards) error {
 	err := keysOf(v, cmd, r)
+	if asOneServer(v, r) {
+		r.shard = 0
+		return nil
+	}
 	if r.info != nil && r.info.Refused != "" {
 		return refusal(r.info, cmd)
 	}
@@ -145,6 +153,23 @@ func route(v *view, cmd goredis.Cmder, r *keyShards) error {
 	}
 	return crossShard(v, r.info.Name, r.all)
 }
+
+// asOneServer reports whether the command found by keysOf into ks runs as
+// it would on v's server alone: v is one shard, outside a resharding
+// window, and the table knows the command and refuses it, if at all, for
+// several shards only (Info.OneServer). Such a command is sent unchanged,
+// keys or not: a report of the server (INFO, SLOWLOG GET), a keyless
+// command of every shard in a transaction (PING), a SORT with BY or GET
+// patterns, or arguments whose keys cannot be found (the server answers
+// with its own error). Connection state (SELECT, AUTH, ...) stays refused:
+// a pooled connection would keep it; so does a key of a type that go-redis
+// cannot send.
+func asOneServer(v *view, ks *keyShards) bool {
+	return ks.info != nil && (ks.info.Refused == "" || ks.info.OneServer) && ks.err == nil && oneServer(v)
+}
+
+// oneServer reports whether v is one shard, outside a resharding window.
+func oneServer(v *view) bool { return v.Len() == 1 && !v.Moving() }
 
 // refusal is the *UnsupportedError of a command that the table refuses.
 func refusal(info *commands.Info, cmd goredis.Cmder) error {

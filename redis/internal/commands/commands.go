@@ -62,6 +62,10 @@ type Info struct {
 	// Refused, when set, says why the command has no meaning on a sharded
 	// client, and Instead what to use instead: it is sent nowhere.
 	Refused, Instead string
+	// OneServer says that Refused holds for several shards only: over one
+	// shard, which is one server, the command runs there unchanged (a
+	// report of one server, its administration, a search index).
+	OneServer bool
 	// Source says where the entry's facts come from: a file of Redis (and
 	// the commit), a module's source, and our decisions (gen/decisions.go).
 	Source   string

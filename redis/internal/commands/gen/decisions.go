@@ -47,7 +47,7 @@ var decisions = []decision{
 	{label: "no published spec: TS.READ key timestamp ...", names: []string{"ts.read"}, define: command(-3, spec{index: 1, keyStep: 1})},
 	{label: "no published spec: VRANGE key start end [count]", names: []string{"vrange"}, define: command(-4, spec{index: 1, keyStep: 1})},
 	{label: "no published spec: TS.QUERYLABELS LABELS|VALUES ... FILTER ...", names: []string{"ts.querylabels"}, define: command(-3),
-		apply: refuse("label lists of several shards overlap, so they do not merge into one server's list", "")},
+		apply: refuseSharded("label lists of several shards overlap, so they do not merge into one server's list", "")},
 	{label: "no published spec: CLIENT MAINT_NOTIFICATIONS", names: []string{"client|maint_notifications"}, define: command(-3),
 		apply: refuse("maintenance notifications are set per connection", "set MaintNotificationsConfig in the shards' Options")},
 	{label: "no published spec: HIMPORT (Redis 8.10)", names: []string{"himport"}, define: command(-2),
@@ -62,6 +62,8 @@ var decisions = []decision{
 		apply: refuse("the protocol and authentication are set per connection", "set Protocol, Username and Password in the shards' Options")},
 	{label: "refused: connection state", names: []string{"client|setname"},
 		apply: refuse("a connection's name is set per connection", "set ClientName in the shards' Options")},
+	{label: "refused: connection state", names: []string{"client|setinfo"},
+		apply: refuse("the library's name and version are set per connection", "go-redis sets them on every connection (Options.DisableIdentity, IdentitySuffix)")},
 	{label: "refused: connection state", names: []string{"client|tracking", "client|caching", "client|getredir", "client|trackinginfo"},
 		apply: refuse("client-side caching is set per connection", "set ClientSideCache in the shards' Options")},
 	{label: "refused: connection state", names: []string{"client|reply", "client|no-evict", "reset", "script|debug"},
@@ -83,29 +85,32 @@ var decisions = []decision{
 		apply: refuse("it streams one server's traffic on its connection", "call it on the client of each shard (Shards)")},
 
 	// Reports on one server that Redis tips all_shards or all_nodes but
-	// whose replies do not merge into one server's reply.
+	// whose replies do not merge into one server's reply. Over one shard,
+	// they are that server's reply.
 	{label: "refused: one server's report", names: []string{
 		"info", "latency|latest", "latency|history", "latency|doctor", "latency|graph", "latency|histogram",
 		"memory|stats", "memory|doctor", "memory|malloc-stats", "function|stats",
-	}, apply: refuse("each server reports on itself, and the reports of several do not merge into one server's reply", "")},
+	}, apply: refuseSharded("each server reports on itself, and the reports of several do not merge into one server's reply", "")},
 	{label: "refused: one server's report", names: []string{"slowlog|get"},
-		apply: refuse("each server's slow log has its own entry ids and count, so the logs of several do not merge into one", "")},
+		apply: refuseSharded("each server's slow log has its own entry ids and count, so the logs of several do not merge into one", "")},
 
 	// Administration of one server. Redis gives them no request policy, so
 	// they would run on an arbitrary shard and act on that shard alone.
+	// Over one shard, they act on its server.
 	{label: "refused: administration of one server", names: []string{
 		"shutdown", "replicaof", "slaveof", "failover", "bgsave", "save", "bgrewriteaof", "swapdb",
 		"module|load", "module|loadex", "module|unload", "acl|load",
 		"client|kill", "client|pause", "client|unpause", "client|unblock",
-	}, apply: refuse("it acts on one server, and Redis names no shard for it", "")},
+	}, apply: refuseSharded("it acts on one server, and Redis names no shard for it", "")},
 	{label: "refused: administration of one server", names: []string{"debug"},
-		apply: refuse("it acts on one server, and Redis names no shard for it", "run it on a shard's client (GetShard(key) for DEBUG OBJECT key)")},
+		apply: refuseSharded("it acts on one server, and Redis names no shard for it", "run it on a shard's client (GetShard(key) for DEBUG OBJECT key)")},
 
-	// Modules.
+	// Modules. Over one shard, an index covers every key, and FILTER
+	// selects the series of one server.
 	{label: "refused: FT (search) family", names: []string{"ft."},
-		apply: refuse("a search index covers only the keys of its own shard, so its queries have no sharded meaning", "run FT commands on each shard with ForEachShard")},
+		apply: refuseSharded("a search index covers only the keys of its own shard, so its queries have no sharded meaning", "run FT commands on each shard with ForEachShard")},
 	{label: "refused: TS filter queries", names: []string{"ts.mget", "ts.mrange", "ts.mrevrange"},
-		apply: refuse("FILTER selects series on every shard, and go-redis's maps of series do not merge", "")},
+		apply: refuseSharded("FILTER selects series on every shard, and go-redis's maps of series do not merge", "")},
 }
 
 func byKeys(e *entry)    { e.request, e.response = "ByKeys", "Default" }
@@ -126,4 +131,10 @@ func command(arity int, specs ...spec) func(*entry) {
 // instead (empty: ForEachShard or GetShard).
 func refuse(why, instead string) func(*entry) {
 	return func(e *entry) { e.refused, e.instead = why, instead }
+}
+
+// refuseSharded refuses a command over several shards only: over one
+// shard, which is one server, it runs there (Info.OneServer).
+func refuseSharded(why, instead string) func(*entry) {
+	return func(e *entry) { e.refused, e.instead, e.oneServer = why, instead, true }
 }

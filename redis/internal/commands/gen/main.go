@@ -44,6 +44,7 @@ type entry struct {
 	request          string // a RequestPolicy constant of package commands
 	response         string // a ResponsePolicy constant
 	refused, instead string
+	oneServer        bool
 	source           string
 	specs            []spec
 	subs             []*entry
@@ -427,6 +428,9 @@ func writeEntry(b *bytes.Buffer, e *entry) {
 	}
 	if e.instead != "" {
 		fmt.Fprintf(b, "Instead: %q, ", e.instead)
+	}
+	if e.oneServer {
+		b.WriteString("OneServer: true, ")
 	}
 	fmt.Fprintf(b, "Source: %q", e.source)
 	if e.sortLike {
