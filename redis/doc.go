@@ -65,7 +65,13 @@
 //     Watch refuses commands for other shards' keys (*CrossShardError) and
 //     keyless commands that run on every shard (DBSIZE, KEYS, SCAN,
 //     FLUSHDB, ..., also in its TxPipelined) with the *UnsupportedError
-//     that TxPipelined gives.
+//     that TxPipelined gives;
+//   - a client of one shard, outside a resharding window, is one server:
+//     every command runs there as sent, keys or not, and gets that server's
+//     reply (INFO, SLOWLOG GET, SWAPDB, CLIENT KILL, FT.SEARCH, SORT with BY
+//     or GET patterns, PING in TxPipelined, Watch with no keys, a wrong
+//     arity's error); only connection state, transactions and
+//     subscriptions through Do, CLUSTER and MONITOR stay refused.
 //
 // A transport failure of one shard (refused connection, timeout, failed TLS
 // handshake) is returned as a *shardedclient.ShardError that names the shard

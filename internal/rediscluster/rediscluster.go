@@ -28,6 +28,7 @@ type Node struct {
 	dir    string // its working directory: nodes.conf and its log
 	bin    string
 	plain  bool // a standalone server, not a cluster node
+	args   []string
 	cmd    *exec.Cmd
 	exited chan struct{}
 }
@@ -71,13 +72,15 @@ func Start(ctx context.Context, masters, replicas int, nodeTimeout time.Duration
 }
 
 // StartServers starts n standalone redis-servers (no cluster), as the
-// Nodes of the returned Cluster value: Stop stops them.
-func StartServers(ctx context.Context, n int) (*Cluster, error) {
-	return startNodes(ctx, n, true, 0)
+// Nodes of the returned Cluster value: Stop stops them. Each reads an
+// empty configuration file of its own (so that CONFIG REWRITE works), and
+// gets args after the defaults ("--enable-debug-command", "local", ...).
+func StartServers(ctx context.Context, n int, args ...string) (*Cluster, error) {
+	return startNodes(ctx, n, true, 0, args...)
 }
 
 // startNodes starts n redis-servers under a new temporary directory.
-func startNodes(ctx context.Context, count int, plain bool, nodeTimeout time.Duration) (*Cluster, error) {
+func startNodes(ctx context.Context, count int, plain bool, nodeTimeout time.Duration, args ...string) (*Cluster, error) {
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrNoBinaries, err)
@@ -88,7 +91,7 @@ func startNodes(ctx context.Context, count int, plain bool, nodeTimeout time.Dur
 	}
 	c := &Cluster{dir: dir}
 	for i := range count {
-		n := &Node{dir: filepath.Join(dir, strconv.Itoa(i)), bin: bin, plain: plain}
+		n := &Node{dir: filepath.Join(dir, strconv.Itoa(i)), bin: bin, plain: plain, args: args}
 		if err := os.Mkdir(n.dir, 0o755); err != nil {
 			c.Stop()
 			return nil, err
@@ -120,11 +123,17 @@ func (n *Node) start(ctx context.Context, nodeTimeout time.Duration) error {
 	_, port, _ := net.SplitHostPort(n.Addr)
 	args := []string{"--port", port, "--bind", "127.0.0.1", "--daemonize", "no",
 		"--save", "", "--appendonly", "no", "--dir", n.dir, "--logfile", "redis.log"}
-	if !n.plain {
+	if n.plain {
+		conf := filepath.Join(n.dir, "redis.conf")
+		if err := os.WriteFile(conf, nil, 0o644); err != nil {
+			return err
+		}
+		args = append([]string{conf}, args...)
+	} else {
 		args = append(args, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
 			"--cluster-node-timeout", strconv.FormatInt(nodeTimeout.Milliseconds(), 10))
 	}
-	n.cmd = exec.Command(n.bin, args...)
+	n.cmd = exec.Command(n.bin, append(args, n.args...)...)
 	n.exited = make(chan struct{})
 	if err := n.cmd.Start(); err != nil {
 		return err
