@@ -474,8 +474,8 @@ func (c *ShardedClient) processTx(ctx context.Context, cmds []goredis.Cmder) err
 
 // execGroups runs groups[i] on shard i, the shards in parallel: one command
 // alone, several as a pipeline. The last shard's group runs on the calling
-// goroutine, whose stack has grown already, the others each on a goroutine
-// of its own: one shard needs none.
+// goroutine, the others each on a worker (see goWork): one shard needs
+// none.
 func execGroups(ctx context.Context, v *view, groups [][]goredis.Cmder) {
 	var wg sync.WaitGroup
 	last := -1
@@ -485,7 +485,11 @@ func execGroups(ctx context.Context, v *view, groups [][]goredis.Cmder) {
 		}
 		if last >= 0 {
 			j := last
-			wg.Go(func() { execGroup(ctx, v, j, groups[j]) })
+			wg.Add(1)
+			goWork(func() {
+				defer wg.Done()
+				execGroup(ctx, v, j, groups[j])
+			})
 		}
 		last = i
 	}

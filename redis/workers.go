@@ -1,0 +1,41 @@
+package redis
+
+import "time"
+
+// The shards of a fan-out (a pipeline's groups, a multi-key command's
+// parts, a migration batch) run in parallel, each but the last on a worker:
+// a goroutine kept between calls. A goroutine started afresh for every
+// shard of every call begins with the smallest stack and grows it, copying
+// it, in go-redis's read path each time (runtime.newstack and copystack
+// took a sizeable share of a sharded pipeline's CPU); a kept one has grown
+// it already. A worker idle for workerIdle ends, so that none outlives a
+// burst of calls for long (nor a test that checks for leaked goroutines).
+var workers = make(chan func()) // unbuffered: a send succeeds only to an idle worker
+
+// workerIdle is how long a worker waits for its next call before it ends.
+const workerIdle = 100 * time.Millisecond
+
+// goWork runs f on an idle worker, or on a new one when none is idle.
+func goWork(f func()) {
+	select {
+	case workers <- f:
+	default:
+		go work(f)
+	}
+}
+
+// work runs f, then the calls handed to it, until it has been idle for
+// workerIdle.
+func work(f func()) {
+	idle := time.NewTimer(workerIdle)
+	defer idle.Stop()
+	for {
+		f()
+		idle.Reset(workerIdle)
+		select {
+		case f = <-workers:
+		case <-idle.C:
+			return
+		}
+	}
+}
