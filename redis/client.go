@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	goredis "github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
@@ -118,6 +119,17 @@ type ShardedClient struct {
 	mu    sync.Mutex
 	build builder
 	state serverState // function libraries and CONFIG SET, kept in step
+
+	closed atomic.Bool // set by Close: every call returns redis.ErrClosed
+}
+
+// errIfClosed returns redis.ErrClosed once Close has been called: the
+// client's own error, as a closed *redis.Client returns, not a shard's.
+func (c *ShardedClient) errIfClosed() error {
+	if c.closed.Load() {
+		return goredis.ErrClosed
+	}
+	return nil
 }
 
 // errRouterDial is what a go-redis code path that bypasses the router's
@@ -472,6 +484,9 @@ func (c *ShardedClient) switchShards(opts []ShardOptions, install func([]Shard, 
 	if len(opts) == 0 {
 		return errors.New("shardedcache: no shards")
 	}
+	if err := c.errIfClosed(); err != nil {
+		return err
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	cur := c.shards.AllShards()
@@ -569,6 +584,9 @@ func (c *ShardedClient) Do(ctx context.Context, args ...any) *goredis.Cmd {
 // go to the shard fn started on: do not begin a resharding under long
 // transactions.
 func (c *ShardedClient) Watch(ctx context.Context, fn func(*goredis.Tx) error, keys ...string) error {
+	if err := c.errIfClosed(); err != nil {
+		return err
+	}
 	// Pinned, not acquired: fn may run commands of its own through c, and
 	// moves must not wait for fn (that would deadlock).
 	v := c.shards.Pin()
@@ -618,6 +636,9 @@ func (c *ShardedClient) watch(ctx context.Context, v *view, shard int, fn func(*
 // Inside a resharding window it returns ErrReshardingWindow and calls
 // nothing: a raw shard client could write keys that have not moved yet.
 func (c *ShardedClient) ForEachShard(ctx context.Context, fn func(ctx context.Context, client *goredis.Client) error) error {
+	if err := c.errIfClosed(); err != nil {
+		return err
+	}
 	v := c.shards.Pin() // fn may run commands through c (see Watch)
 	defer v.Unpin()
 	if v.Moving() {
@@ -756,7 +777,17 @@ func (c *ShardedClient) ShardOptions() []*goredis.Options {
 	return out
 }
 
-// Close closes every shard's client and returns their errors joined.
+// Close closes every shard's client and returns their errors joined. From
+// then on every call returns redis.ErrClosed itself (errors.Is and ==):
+// commands, Do, pipelines, TxPipelined, Watch, ForEachShard, the pub/sub
+// methods, a ScanIterator, SetShards, BeginResharding, BeginClusterMove,
+// EndResharding, AbandonResharding and NewMigration. A command under way
+// while Close runs may fail with the shard's *shardedclient.ShardError
+// wrapping redis.ErrClosed (errors.Is holds too). Close again does nothing
+// and returns nil.
 func (c *ShardedClient) Close() error {
+	if c.closed.Swap(true) {
+		return nil
+	}
 	return errors.Join(c.pubsub.Close(), c.shards.Close(), c.router.Close())
 }

@@ -100,6 +100,7 @@ var argsFor = map[string][]any{
 	"FTCreate":               {"idx", &goredis.FTCreateOptions{}, &goredis.FieldSchema{FieldName: "f", FieldType: goredis.SearchFieldTypeText}},
 	"FTHybrid":               {"idx", "*", "v", &goredis.VectorFP32{Val: []byte{0, 0, 128, 63}}},
 	"JSONSetMode":            {"k", "$", "1", "NX"},
+	"JSONMSet":               {"k", "$", "1"},
 }
 
 // cmdableCommands calls every method of redis.Cmdable on a recorder, with
@@ -178,14 +179,11 @@ func sampleArg(t reflect.Type) reflect.Value {
 func class(v *view, cmd goredis.Cmder) string {
 	var r keyShards
 	err := route(v, cmd, &r)
-	var u *UnsupportedError
 	switch {
 	case r.info != nil && r.info.Refused != "" && strings.HasSuffix(r.info.Name, "."):
 		return "refused by family"
 	case r.info != nil && r.info.Refused != "":
 		return "refused"
-	case errors.As(err, &u) && r.info != nil && r.info.Request == commands.Special:
-		return "special (typed method only)"
 	case err != nil:
 		return "error: " + err.Error()
 	case r.info.Request == commands.MultiShard:
@@ -194,6 +192,8 @@ func class(v *view, cmd goredis.Cmder) string {
 		return "its keys' shard"
 	case r.shard == noKeys:
 		return "any one shard"
+	case r.shard == walk:
+		return "the shards in turn (SCAN, RANDOMKEY)"
 	}
 	return "every shard, merged"
 }
@@ -225,13 +225,13 @@ func TestCmdableClassified(t *testing.T) {
 		t.Errorf("%d methods sent %d commands, want 617 methods, 611 commands (go-redis v9.23.0)", methods, len(all))
 	}
 	want := map[string]int{
-		"its keys' shard":                    456,
-		"its keys' shards, split and merged": 6,
-		"any one shard":                      24,
-		"every shard, merged":                29,
-		"special (typed method only)":        3,
-		"refused":                            62,
-		"refused by family":                  31,
+		"its keys' shard":                      456,
+		"its keys' shards, split and merged":   6,
+		"any one shard":                        24,
+		"every shard, merged":                  29,
+		"the shards in turn (SCAN, RANDOMKEY)": 3,
+		"refused":                              62,
+		"refused by family":                    31,
 	}
 	if !maps.Equal(counts, want) {
 		t.Errorf("commands by class %v, want %v", counts, want)

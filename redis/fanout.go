@@ -15,6 +15,7 @@ import (
 // fanout is one command split into parts, one per shard, whose replies
 // merge back into the command.
 type fanout struct {
+	v     *view
 	cmd   goredis.Cmder
 	info  *commands.Info
 	nkeys int // keys of the command; 0 for a keyless command
@@ -38,7 +39,7 @@ type part struct {
 // command that changes every shard while some are ejected.
 func split(ctx context.Context, v *view, cmd goredis.Cmder, info *commands.Info, owners []int) (*fanout, error) {
 	args := cmd.Args()
-	f := &fanout{cmd: cmd, info: info}
+	f := &fanout{v: v, cmd: cmd, info: info}
 	pos := make([]int, 0, max(len(owners), len(args)-1))
 	_ = info.KeyPositions(args, func(p int) { pos = append(pos, p) })
 	if len(pos) == 0 {
@@ -164,23 +165,19 @@ func (f *fanout) addTo(groups [][]goredis.Cmder) {
 
 // merge combines the parts' replies into the command by its response
 // policy, and returns the command's error. Unless the policy needs only one
-// shard to succeed, any failed part fails the command with that part's error
-// (no partial reply).
+// shard to succeed, any failed part fails the command (no partial reply):
+// see partsErr.
 func (f *fanout) merge() error {
-	var firstErr error
-	ok := 0
+	failed := 0
 	for _, p := range f.parts {
-		if err := p.cmd.Err(); err != nil {
-			if firstErr == nil {
-				firstErr = err
-			}
-		} else {
-			ok++
+		if p.cmd.Err() != nil {
+			failed++
 		}
 	}
-	if firstErr != nil && (f.info.Response != commands.OneSucceeded || ok == 0) {
-		f.cmd.SetErr(firstErr)
-		return firstErr
+	if failed > 0 && (f.info.Response != commands.OneSucceeded || failed == len(f.parts)) {
+		err := f.partsErr()
+		f.cmd.SetErr(err)
+		return err
 	}
 	v, err := f.combine()
 	if err == nil {
@@ -188,6 +185,43 @@ func (f *fanout) merge() error {
 	}
 	f.cmd.SetErr(err)
 	return err
+}
+
+// partsErr is the error of a command whose parts failed: the part's own
+// error when the command ran on one shard only, or when every part failed
+// with the same reply of the server (FUNCTION LOAD of a library every shard
+// has: nothing was applied), as one server's; else a
+// *shardedclient.MultiShardError whose Op is the command ("mset",
+// "function load") and which names each shard that failed with its error
+// (a reply of the server, such as FUNCTION LOAD's "already exists", or a
+// *shardedclient.ShardError): the other shards' parts succeeded, and a
+// write there was applied. errors.As finds a go-redis reply (redis.Error)
+// or a ShardError through it.
+func (f *fanout) partsErr() error {
+	if first := f.parts[0].cmd.Err(); len(f.parts) == 1 || sameReply(first, f.parts) {
+		return first
+	}
+	parts := slices.SortedFunc(slices.Values(f.parts), func(a, b part) int { return a.shard - b.shard })
+	shards := make([]int, len(parts))
+	errs := make([]error, len(parts))
+	for i, p := range parts {
+		shards[i], errs[i] = p.shard, p.cmd.Err()
+	}
+	return f.v.MultiErr(strings.ReplaceAll(f.info.Name, "|", " "), shards, errs)
+}
+
+// sameReply reports whether every part failed with err, a reply of the
+// server, word for word.
+func sameReply(err error, parts []part) bool {
+	if !isReplyError(err) {
+		return false
+	}
+	for _, p := range parts {
+		if e := p.cmd.Err(); e == nil || e.Error() != err.Error() || !isReplyError(e) {
+			return false
+		}
+	}
+	return true
 }
 
 func (f *fanout) combine() (any, error) {

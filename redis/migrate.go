@@ -121,6 +121,9 @@ var ErrCheckpoint = errors.New("shardedcache: the checkpoint does not belong to 
 // window, and an error matching ErrCheckpoint when opt.Resume is the
 // checkpoint of another window or misses one of its source shards.
 func (c *ShardedClient) NewMigration(opt MigrateOptions) (*Migration, error) {
+	if err := c.errIfClosed(); err != nil {
+		return nil, err
+	}
 	v := c.shards.Acquire()
 	defer v.Release()
 	prev, w := v.Previous(), c.shards.Window()

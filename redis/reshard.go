@@ -106,6 +106,9 @@ func (c *ShardedClient) EndResharding() error { return c.endWindow(false) }
 func (c *ShardedClient) AbandonResharding() error { return c.endWindow(true) }
 
 func (c *ShardedClient) endWindow(force bool) error {
+	if err := c.errIfClosed(); err != nil {
+		return err
+	}
 	err := c.shards.EndMove(force)
 	if errors.Is(err, shardedclient.ErrMoveIncomplete) {
 		return ErrMigrationIncomplete

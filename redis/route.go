@@ -78,6 +78,8 @@ func (g guard) check(ctx context.Context, cmd goredis.Cmder) error {
 	switch err := keysOf(g.v, cmd, &ks); {
 	case asOneServer(g.v, &ks):
 		return nil
+	case errors.Is(err, commands.ErrArity):
+		return nil // the server refuses it, as one server would (see route)
 	case err != nil:
 		return err
 	case ks.shard == noKeys && ks.info.Request != commands.ByKeys:
@@ -101,16 +103,25 @@ func notInTx(command string) error {
 type view = shardedclient.View[*goredis.Client]
 
 // keysOf finds cmd in Redis's command table (ks.info) and the shards of its
-// keys, into ks.
+// keys, into ks. A call that breaks the command's arity is an error matching
+// commands.ErrArity (ks.info nil when it has no subcommand), with ks.shard
+// noKeys.
 func keysOf(v *view, cmd goredis.Cmder, ks *keyShards) error {
 	args := cmd.Args()
-	ks.info = nil
+	ks.info, ks.shard = nil, noKeys
 	info, err := commands.Lookup(args)
-	if err != nil {
+	switch {
+	case errors.Is(err, commands.ErrArity):
+		return err
+	case err != nil:
 		return &UnsupportedError{Command: cmd.Name(), Reason: err.Error()}
 	}
 	*ks = keyShards{v: v, info: info, args: args, shard: noKeys, pending: ks.pending}
-	if err := info.KeyPositions(args, ks.add); err != nil {
+	switch err := info.KeyPositions(args, ks.add); {
+	case errors.Is(err, commands.ErrArity):
+		ks.shard = noKeys // keys found before the arity check do not count
+		return err
+	case err != nil:
 		return &UnsupportedError{Command: info.Name, Reason: err.Error()}
 	}
 	return ks.err
@@ -119,9 +130,17 @@ func keysOf(v *view, cmd goredis.Cmder, ks *keyShards) error {
 // route finds where cmd runs, by Redis's rule for clients of a sharded
 // deployment: r.shard is the shard of its keys; noKeys for a keyless command
 // that Redis gives no request policy (ECHO, TIME, EVAL with no keys, ...),
-// which runs on any one shard (see anyShard); or fanOut when it runs on
-// several, all_shards or multi_shard (r.info is its table entry). Over one
-// server (asOneServer) every known command runs on shard 0, as sent.
+// which runs on any one shard (see anyShard); fanOut when it runs on
+// several, all_shards or multi_shard (r.info is its table entry); or walk
+// for SCAN and RANDOMKEY (see walkOf). Over one server (asOneServer) every
+// known command runs on shard 0, as sent.
+//
+// A call that breaks the command's arity (MGET or DEL with no key, CONFIG
+// with no subcommand, MSET with a key and no value) is noKeys too: Redis
+// refuses it with its own "wrong number of arguments" error before it runs
+// anything, so any one shard answers as one server would, and nothing is
+// written (TestCommandWrongArityRealRedis sends every command of the table
+// so to redis-server).
 // r.pending gathers what its keys need first during and after resharding
 // (see View.Prepare), across the commands of a pipeline routed into the
 // same r. r is the caller's, so that the hot path copies nothing. A command
@@ -133,10 +152,12 @@ func route(v *view, cmd goredis.Cmder, r *keyShards) error {
 		r.shard = 0
 		return nil
 	}
-	if r.info != nil && r.info.Refused != "" {
+	switch {
+	case r.info != nil && r.info.Refused != "":
 		return refusal(r.info, cmd)
-	}
-	if err != nil {
+	case errors.Is(err, commands.ErrArity):
+		return nil // r.shard is noKeys
+	case err != nil:
 		return err
 	}
 	switch info := r.info; {
@@ -147,7 +168,8 @@ func route(v *view, cmd goredis.Cmder, r *keyShards) error {
 		r.shard = fanOut
 		return fanOutOf(info, cmd)
 	case r.shard == noKeys && info.Request == commands.Special:
-		return &UnsupportedError{Command: info.Name, Reason: "it walks or samples every shard, which only its typed method does", Instead: "use Scan, ScanIterator or RandomKey"}
+		r.shard = walk
+		return nil
 	case r.shard == noKeys:
 		return nil
 	}
@@ -218,7 +240,31 @@ const (
 	noKeys    = -1
 	manyShard = -2
 	fanOut    = -3 // set by route: the command runs on several shards
+	walk      = -4 // set by route: SCAN or RANDOMKEY (see walkOf)
 )
+
+// plan is a command that runs on several shards: how many commands it
+// sends to each shard (counts adds them to counts[shard] and returns
+// counts), its commands for each shard (addTo) and the reply it makes of
+// theirs (merge).
+type plan interface {
+	counts(counts []int) []int
+	addTo(groups [][]goredis.Cmder)
+	merge() error
+}
+
+// planOf builds the plan of cmd, which route sent to fanOut or walk; it
+// fails, sending nothing, as split and walkOf do.
+func planOf(ctx context.Context, v *view, cmd goredis.Cmder, r *keyShards) (plan, error) {
+	if r.shard == walk {
+		return walkOf(ctx, v, cmd)
+	}
+	f, err := split(ctx, v, cmd, r.info, r.owners)
+	if err != nil {
+		return nil, err
+	}
+	return f, nil
+}
 
 // keyShards finds the shard that owns all of a command's keys, fed one
 // argument position at a time: shard is that shard, noKeys, or manyShard
@@ -324,18 +370,11 @@ func (c *ShardedClient) process(ctx context.Context, cmd goredis.Cmder) error {
 		c.state.mu.RLock()
 		defer c.state.done(cmd)
 	}
+	if err := c.errIfClosed(); err != nil {
+		return err
+	}
 	v := c.shards.Acquire()
 	defer v.Release()
-	switch cmd := cmd.(type) {
-	case *goredis.ScanCmd:
-		if cmd.Name() == "scan" {
-			return scan(ctx, v, cmd)
-		}
-	case *goredis.StringCmd:
-		if cmd.Name() == "randomkey" && len(cmd.Args()) == 1 {
-			return randomKey(ctx, v, cmd)
-		}
-	}
 	var r keyShards
 	if err := route(v, cmd, &r); err != nil {
 		return err
@@ -349,14 +388,14 @@ func (c *ShardedClient) process(ctx context.Context, cmd goredis.Cmder) error {
 	if r.shard >= 0 {
 		return v.Finish(ctx, r.shard, v.Client(r.shard).Process(ctx, cmd))
 	}
-	f, err := split(ctx, v, cmd, r.info, r.owners)
+	p, err := planOf(ctx, v, cmd, &r)
 	if err != nil {
 		return err
 	}
-	groups := newGroups(v.Len(), f.counts(make([]int, v.Len())))
-	f.addTo(groups)
+	groups := newGroups(v.Len(), p.counts(make([]int, v.Len())))
+	p.addTo(groups)
 	execGroups(ctx, v, groups)
-	return f.merge()
+	return p.merge()
 }
 
 // newGroups returns per-shard groups of commands with room for counts[i]
@@ -385,13 +424,16 @@ func (c *ShardedClient) processPipeline(ctx context.Context, cmds []goredis.Cmde
 		c.state.mu.RLock()
 		defer c.state.done(cmds...)
 	}
+	if err := c.errIfClosed(); err != nil {
+		return setErrs(cmds, err)
+	}
 	v := c.shards.Acquire()
 	defer v.Release()
-	// Route every command first (shard[j], or a fan-out), counting the
-	// commands of each shard, then fill groups sized to those counts.
+	// Route every command first (shard[j], or fanOut for a plan), counting
+	// the commands of each shard, then fill groups sized to those counts.
 	shard := make([]int, len(cmds))
 	counts := make([]int, v.Len())
-	var fans []*fanout
+	var plans []plan
 	var r keyShards
 	for j, cmd := range cmds {
 		err := route(v, cmd, &r)
@@ -406,32 +448,33 @@ func (c *ShardedClient) processPipeline(ctx context.Context, cmds []goredis.Cmde
 			shard[j] = r.shard
 			counts[r.shard]++
 		default:
-			f, err := split(ctx, v, cmd, r.info, r.owners)
+			p, err := planOf(ctx, v, cmd, &r)
 			if err != nil {
 				cmd.SetErr(err)
 				continue
 			}
-			f.counts(counts)
-			fans = append(fans, f)
+			p.counts(counts)
+			plans = append(plans, p)
+			shard[j] = fanOut
 		}
 	}
 	if err := v.Prepare(ctx, &r.pending, nil); err != nil {
 		return setErrs(cmds, err)
 	}
 	groups := newGroups(v.Len(), counts)
-	fan := 0
+	next := 0 // the next plan, in call order
 	for j, cmd := range cmds {
 		switch {
 		case shard[j] >= 0:
 			groups[shard[j]] = append(groups[shard[j]], cmd)
-		case fan < len(fans) && fans[fan].cmd == cmd:
-			fans[fan].addTo(groups)
-			fan++
+		case shard[j] == fanOut:
+			plans[next].addTo(groups)
+			next++
 		}
 	}
 	execGroups(ctx, v, groups)
-	for _, f := range fans {
-		_ = f.merge()
+	for _, p := range plans {
+		_ = p.merge()
 	}
 	return firstErr(cmds)
 }
@@ -439,6 +482,9 @@ func (c *ShardedClient) processPipeline(ctx context.Context, cmds []goredis.Cmde
 // processTx runs a MULTI/EXEC pipeline (cmds wrapped in MULTI and EXEC by
 // go-redis) on the one shard that owns every key of its commands.
 func (c *ShardedClient) processTx(ctx context.Context, cmds []goredis.Cmder) error {
+	if err := c.errIfClosed(); err != nil {
+		return setErrs(cmds[1:len(cmds)-1], err)
+	}
 	v := c.shards.Acquire()
 	defer v.Release()
 	inner := cmds[1 : len(cmds)-1]
@@ -446,7 +492,7 @@ func (c *ShardedClient) processTx(ctx context.Context, cmds []goredis.Cmder) err
 	var r keyShards
 	for _, cmd := range inner {
 		err := route(v, cmd, &r)
-		if err == nil && r.shard == fanOut {
+		if err == nil && (r.shard == fanOut || r.shard == walk) {
 			err = notInTx(r.info.Name)
 		}
 		if err != nil {

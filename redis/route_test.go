@@ -123,7 +123,6 @@ func TestRouteRefusals(t *testing.T) {
 		{goredis.NewCmd(ctx, "cluster", "info"), "shardedcache: cluster: the shards are independent servers, not a Redis Cluster; use a redis.ClusterClient for a Redis Cluster"},
 		{goredis.NewCmd(ctx, "shutdown"), "shardedcache: shutdown: it acts on one server, and Redis names no shard for it; use ForEachShard or GetShard to run it on chosen shards"},
 		{goredis.NewCmd(ctx, "TS.MGET", "FILTER", "a=b"), "shardedcache: ts.mget: FILTER selects series on every shard, and go-redis's maps of series do not merge; use ForEachShard or GetShard to run it on chosen shards"},
-		{goredis.NewCmd(ctx, "scan", 0), "shardedcache: scan: it walks or samples every shard, which only its typed method does; use Scan, ScanIterator or RandomKey"},
 	}
 	for _, c := range cases {
 		var r keyShards

@@ -16,101 +16,196 @@ import (
 // scanShardBits is the width of the shard index in a sharded SCAN cursor.
 const scanShardBits = 16
 
-// scan runs SCAN over every shard in turn. The sharded cursor holds the
+// walkOf builds the plan of SCAN or RANDOMKEY (route's walk), through the
+// typed method (*redis.ScanCmd, *redis.StringCmd), Do (*redis.Cmd) or a
+// pipeline alike: see scanOf and randomKeyOf.
+func walkOf(ctx context.Context, v *view, cmd goredis.Cmder) (plan, error) {
+	switch cmd.(type) {
+	case *goredis.ScanCmd, *goredis.StringCmd, *goredis.Cmd:
+	default:
+		return nil, &UnsupportedError{Command: cmd.Name(), Reason: fmt.Sprintf("its reply cannot be stored in a %T", cmd)}
+	}
+	if cmd.Name() == "scan" {
+		return scanOf(ctx, v, cmd)
+	}
+	return randomKeyOf(ctx, v, cmd), nil
+}
+
+// scanPlan is one SCAN call: page runs on shard, or is nil when every shard
+// from the cursor's on is ejected (the scan has ended).
+type scanPlan struct {
+	cmd      goredis.Cmder
+	shard, n int // the shard of the page, of n
+	page     *goredis.ScanCmd
+}
+
+// scanOf plans SCAN over every shard in turn. The sharded cursor holds the
 // shard's index in its low 16 bits and that shard's own cursor above them,
 // so cursor 0 starts at shard 0, a shard's last page leads to the next
 // shard with cursor 0, and the last shard's last page returns 0. Each shard
 // keeps Redis's SCAN guarantees, so a loop until cursor 0 (or ScanIterator)
 // sees every key that exists, on its shard, throughout the scan; ejected
 // shards are skipped. A scan that spans SetShards or resharding may miss
-// keys that move meanwhile: start it again.
-func scan(ctx context.Context, v *view, cmd *goredis.ScanCmd) error {
+// keys that move meanwhile: start it again. Through Do, the reply is one
+// server's: the next cursor, in decimal, and the page of keys.
+func scanOf(ctx context.Context, v *view, cmd goredis.Cmder) (*scanPlan, error) {
 	args := slices.Clone(cmd.Args())
 	s, _ := commands.Arg(args[1])
 	cursor, err := strconv.ParseUint(s, 10, 64)
 	if err != nil {
-		return fmt.Errorf("shardedcache: scan: cursor %q is not a number", s)
+		return nil, fmt.Errorf("shardedcache: scan: cursor %q is not a number", s)
 	}
 	n := v.Len()
 	if n > 1<<scanShardBits {
-		return fmt.Errorf("shardedcache: scan: %d shards; a sharded SCAN cursor holds at most %d", n, 1<<scanShardBits)
+		return nil, fmt.Errorf("shardedcache: scan: %d shards; a sharded SCAN cursor holds at most %d", n, 1<<scanShardBits)
 	}
-	shard := int(cursor & (1<<scanShardBits - 1))
+	p := &scanPlan{cmd: cmd, shard: int(cursor & (1<<scanShardBits - 1)), n: n}
 	args[1] = cursor >> scanShardBits
-	if shard >= n {
-		return fmt.Errorf("shardedcache: scan: cursor %d names shard %d of %d", cursor, shard, n)
+	if p.shard >= n {
+		return nil, fmt.Errorf("shardedcache: scan: cursor %d names shard %d of %d", cursor, p.shard, n)
 	}
-	for v.Ejected(shard) { // its keys are served by the others: skip it
-		if shard++; shard == n {
-			cmd.SetVal(nil, 0)
-			return nil
+	for v.Ejected(p.shard) { // its keys are served by the others: skip it
+		if p.shard++; p.shard == n {
+			return p, nil
 		}
 		args[1] = uint64(0)
 	}
-	sub := goredis.NewScanCmd(ctx, nil, args...)
-	if err := v.Finish(ctx, shard, v.Client(shard).Process(ctx, sub)); err != nil {
+	p.page = goredis.NewScanCmd(ctx, nil, args...)
+	return p, nil
+}
+
+func (p *scanPlan) counts(counts []int) []int {
+	if p.page != nil {
+		counts[p.shard]++
+	}
+	return counts
+}
+
+func (p *scanPlan) addTo(groups [][]goredis.Cmder) {
+	if p.page != nil {
+		groups[p.shard] = append(groups[p.shard], p.page)
+	}
+}
+
+// merge gives the command the shard's page and the sharded cursor.
+func (p *scanPlan) merge() error {
+	if p.page == nil {
+		return setScan(p.cmd, nil, 0)
+	}
+	if err := p.page.Err(); err != nil {
+		p.cmd.SetErr(err)
 		return err
 	}
-	page, next := sub.Val()
+	keys, next := p.page.Val()
 	switch {
-	case next == 0 && shard+1 < n:
-		next = uint64(shard + 1)
+	case next == 0 && p.shard+1 < p.n:
+		next = uint64(p.shard + 1)
 	case next == 0:
 	case next > math.MaxUint64>>scanShardBits:
-		return fmt.Errorf("shardedcache: scan: shard %d returned cursor %d, too large to combine with a shard index", shard, next)
+		err := fmt.Errorf("shardedcache: scan: shard %d returned cursor %d, too large to combine with a shard index", p.shard, next)
+		p.cmd.SetErr(err)
+		return err
 	default:
-		next = next<<scanShardBits | uint64(shard)
+		next = next<<scanShardBits | uint64(p.shard)
 	}
-	cmd.SetVal(page, next)
+	return setScan(p.cmd, keys, next)
+}
+
+// setScan stores a page of SCAN in cmd: a *redis.ScanCmd's keys and cursor,
+// or a *redis.Cmd's reply as one server's reads (the cursor in decimal and
+// the keys, in an array).
+func setScan(cmd goredis.Cmder, keys []string, cursor uint64) error {
+	switch cmd := cmd.(type) {
+	case *goredis.ScanCmd:
+		cmd.SetVal(keys, cursor)
+	case *goredis.Cmd:
+		page := make([]any, len(keys))
+		for i, k := range keys {
+			page[i] = k
+		}
+		cmd.SetVal([]any{strconv.FormatUint(cursor, 10), page})
+	}
 	return nil
 }
 
-// randomKey runs RANDOMKEY as one big Redis would: every shard reports its
-// DBSIZE and a random key, and a shard is drawn with probability in
-// proportion to its DBSIZE, so every key is equally likely. It returns
-// redis.Nil when every shard is empty.
-func randomKey(ctx context.Context, v *view, cmd *goredis.StringCmd) error {
+// randomPlan is one RANDOMKEY call, run as one big Redis would: every live
+// shard reports its DBSIZE and a random key, and a shard is drawn with
+// probability in proportion to its DBSIZE, so every key is equally likely.
+// Its reply is redis.Nil when every shard is empty.
+type randomPlan struct {
+	cmd   goredis.Cmder
+	sizes []*goredis.IntCmd
+	keys  []*goredis.StringCmd
+}
+
+func randomKeyOf(ctx context.Context, v *view, cmd goredis.Cmder) *randomPlan {
 	n := v.Len()
-	sizes := make([]*goredis.IntCmd, n)
-	keys := make([]*goredis.StringCmd, n)
-	groups := make([][]goredis.Cmder, n)
+	p := &randomPlan{cmd: cmd, sizes: make([]*goredis.IntCmd, n), keys: make([]*goredis.StringCmd, n)}
 	for i := range n {
-		sizes[i] = goredis.NewIntCmd(ctx, "dbsize")
-		keys[i] = goredis.NewStringCmd(ctx, "randomkey")
+		p.sizes[i] = goredis.NewIntCmd(ctx, "dbsize")
+		p.keys[i] = goredis.NewStringCmd(ctx, "randomkey")
 		if v.Ejected(i) { // owns no key: counts as empty
-			sizes[i].SetVal(0)
-			keys[i].SetErr(goredis.Nil)
-			continue
+			p.sizes[i].SetVal(0)
+			p.keys[i].SetErr(goredis.Nil)
 		}
-		groups[i] = []goredis.Cmder{sizes[i], keys[i]}
 	}
-	execGroups(ctx, v, groups)
+	return p
+}
+
+func (p *randomPlan) counts(counts []int) []int {
+	for i := range counts {
+		if p.keys[i].Err() == nil { // not ejected
+			counts[i] += 2
+		}
+	}
+	return counts
+}
+
+func (p *randomPlan) addTo(groups [][]goredis.Cmder) {
+	for i := range groups {
+		if p.keys[i].Err() == nil { // not ejected
+			groups[i] = append(groups[i], p.sizes[i], p.keys[i])
+		}
+	}
+}
+
+func (p *randomPlan) merge() error {
+	key, err := p.draw()
+	switch cmd := p.cmd.(type) {
+	case *goredis.StringCmd:
+		cmd.SetVal(key)
+	case *goredis.Cmd:
+		cmd.SetVal(key)
+	}
+	p.cmd.SetErr(err)
+	return err
+}
+
+func (p *randomPlan) draw() (string, error) {
 	var total int64
-	for i := range n {
-		if err := sizes[i].Err(); err != nil {
-			return err
+	for i := range p.sizes {
+		if err := p.sizes[i].Err(); err != nil {
+			return "", err
 		}
-		if err := keys[i].Err(); err != nil && err != goredis.Nil {
-			return err
+		if err := p.keys[i].Err(); err != nil && err != goredis.Nil {
+			return "", err
 		}
-		total += sizes[i].Val()
+		total += p.sizes[i].Val()
 	}
 	if total == 0 {
-		return goredis.Nil
+		return "", goredis.Nil
 	}
 	pick := rand.Int64N(total)
-	for i := range n {
-		if pick -= sizes[i].Val(); pick < 0 && keys[i].Err() == nil {
-			cmd.SetVal(keys[i].Val())
-			return nil
+	for i := range p.sizes {
+		if pick -= p.sizes[i].Val(); pick < 0 && p.keys[i].Err() == nil {
+			return p.keys[i].Val(), nil
 		}
 	}
 	// The drawn shard emptied between DBSIZE and RANDOMKEY: take any key.
-	for i := range n {
-		if keys[i].Err() == nil {
-			cmd.SetVal(keys[i].Val())
-			return nil
+	for i := range p.keys {
+		if p.keys[i].Err() == nil {
+			return p.keys[i].Val(), nil
 		}
 	}
-	return goredis.Nil
+	return "", goredis.Nil
 }

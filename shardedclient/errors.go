@@ -64,7 +64,8 @@ func (e *ShardError) Unwrap() error { return e.Err }
 // first failed shard and errors.Is sees every cause.
 type MultiShardError struct {
 	// Op is the call, as its method is named ("GetMulti", "ForEachShard",
-	// "Close", ...).
+	// "Close", ...), or the Redis command split over shards, in lower case
+	// ("mset", "function load").
 	Op string
 	// Reached is the number of shards the call was for.
 	Reached int

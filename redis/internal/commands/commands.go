@@ -92,6 +92,14 @@ type keySpec struct {
 // subcommand that the table does not know.
 var ErrUnknown = errors.New("unknown")
 
+// ErrArity is matched (errors.Is) by the error of Lookup for a container
+// command with no subcommand (CONFIG alone), and of KeyPositions for
+// arguments that break the command's arity, or that leave the last key of a
+// range of keys with values (MSET) without its values. Redis refuses such a
+// call with "wrong number of arguments" before it runs the command, as a
+// module does for its own commands (RedisModule_WrongArity).
+var ErrArity = errors.New("wrong number of arguments")
+
 // Lookup returns the command that args (name first, then arguments) invoke,
 // descending into subcommands (OBJECT ENCODING, XGROUP CREATE, ...). A
 // refused command or family is returned as found, whatever its arguments.
@@ -114,7 +122,7 @@ func Lookup(args []any) (*Info, error) {
 	case info.subs == nil || info.Refused != "", len(args) == 1 && info.Arity == -1: // COMMAND alone
 		return info, nil
 	case len(args) < 2:
-		return nil, fmt.Errorf("command %q needs a subcommand", name)
+		return nil, fmt.Errorf("%w for %q: it needs a subcommand", ErrArity, name)
 	}
 	sub, _ := Arg(args[1])
 	s := search(info.subs, sub, len(info.Name)+1)
@@ -283,7 +291,7 @@ func Arg(a any) (s string, ok bool) {
 // args are too short for the specification.
 func (c *Info) KeyPositions(args []any, f func(pos int)) error {
 	if c.Arity > 0 && len(args) != c.Arity || c.Arity < 0 && len(args) < -c.Arity {
-		return fmt.Errorf("wrong number of arguments for %q: %d", c.Name, len(args)-1)
+		return fmt.Errorf("%w for %q: %d", ErrArity, c.Name, len(args)-1)
 	}
 	if c.sortLike {
 		return sortKeys(c, args, f)
@@ -298,7 +306,7 @@ func (c *Info) KeyPositions(args []any, f func(pos int)) error {
 		}
 		first, last, step, err := s.find(args, begin)
 		if err != nil {
-			return fmt.Errorf("%q: %v", c.Name, err)
+			return fmt.Errorf("%q: %w", c.Name, err)
 		}
 		for p := first; p <= last; p += step {
 			f(p)
@@ -359,6 +367,10 @@ func (s *keySpec) find(args []any, begin int) (first, last, step int, err error)
 		last = begin + s.lastKey
 	case s.limit <= 1:
 		last = len(args) + s.lastKey
+		if s.lastKey == -1 && step > 1 && (len(args)-first)%step != 0 {
+			// MSET k1 v1 k2: the last key has no value.
+			return 0, 0, 0, fmt.Errorf("%w: the keys from %d on come with %d arguments each, and %d are left", ErrArity, first, step, len(args)-first)
+		}
 	default:
 		// lastkey -1 with a limit: keys take 1/limit of the remaining args.
 		last = begin + (len(args)-begin)/s.limit - 1

@@ -128,6 +128,16 @@ func TestCommandKeyPositionsErrors(t *testing.T) {
 			t.Errorf("%v: error %v, want it to contain %q", c.args, err, c.want)
 		}
 	}
+	for _, args := range [][]any{{"object"}, {"get"}, {"get", "k", "x"}, {"mset"}, {"mset", "a", "1", "b"}, {"ts.madd", "a", 1, 2, "b", 1}} {
+		if _, err := keysOf(t, args...); !errors.Is(err, ErrArity) {
+			t.Errorf("%v: %v, want ErrArity", args, err)
+		}
+	}
+	for _, args := range [][]any{{"mset", "a", "1", "b", "2"}, {"eval", "s", 5, "a"}, {"nosuchcmd"}} {
+		if _, err := keysOf(t, args...); errors.Is(err, ErrArity) {
+			t.Errorf("%v: %v, not ErrArity", args, err)
+		}
+	}
 	_, err := keysOf(t, "sort", "k", "by", "w_*")
 	if !errors.Is(err, ErrPatternKeys) {
 		t.Errorf("SORT BY pattern: %v, want ErrPatternKeys", err)
