@@ -10,6 +10,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	shardedredis "github.com/shardedcache/shardedcache/redis"
+	"github.com/shardedcache/shardedcache/shardedclient"
 )
 
 // Keyless commands on three redis-servers, by Redis's rule for clients: one
@@ -176,5 +177,39 @@ func TestCommandThreeShardsRefuseOneServer(t *testing.T) {
 		if !errors.Is(err, shardedredis.ErrUnsupported) {
 			t.Errorf("%s: %v, want an UnsupportedError", name, err)
 		}
+	}
+}
+
+// A command split over three redis-servers that fails on one of them names
+// that shard: FUNCTION LOAD of a library that shard 1 already has is a
+// *shardedclient.MultiShardError with shard 1's own reply, and the other
+// shards loaded it (FUNCTION LIST there shows it).
+func TestSplitWriteErrorNamesShardRealRedis(t *testing.T) {
+	_, c := startRealShards(t, 3)
+	shards := c.Shards()
+	const lib = "#!lua name=mylib\nredis.register_function('one', function() return 1 end)"
+	if err := shards[1].Client.FunctionLoad(ctx, lib).Err(); err != nil {
+		t.Fatal(err)
+	}
+	err := c.FunctionLoad(ctx, lib).Err()
+	var multi *shardedclient.MultiShardError
+	var reply goredis.Error
+	if !errors.As(err, &multi) || !errors.As(err, &reply) || multi.Op != "function load" || multi.Reached != 3 ||
+		len(multi.Shards) != 1 || multi.Shards[0].Index != 1 || multi.Shards[0].Addr != shards[1].Addr ||
+		multi.Shards[0].Err.Error() != "ERR Library 'mylib' already exists" {
+		t.Fatalf("FUNCTION LOAD: %v, want a MultiShardError naming shard 1 with its reply", err)
+	}
+	want := "shardedcache: function load: 1 of 3 shards failed: shard 1 (" + shards[1].Addr + "): ERR Library 'mylib' already exists"
+	if err.Error() != want {
+		t.Errorf("error %q\n want %q", err, want)
+	}
+	for i, sh := range shards {
+		libs, err := sh.Client.FunctionList(ctx, goredis.FunctionListQuery{}).Result()
+		if err != nil || len(libs) != 1 || libs[0].Name != "mylib" {
+			t.Errorf("shard %d: libraries %v, %v; want mylib", i, libs, err)
+		}
+	} // Now every shard has it: one server's reply, as nothing was applied.
+	if err := c.FunctionLoad(ctx, lib).Err(); err == nil || err.Error() != "ERR Library 'mylib' already exists" || errors.As(err, &multi) {
+		t.Errorf("FUNCTION LOAD everywhere refused: %v, want the servers' own reply", err)
 	}
 }

@@ -26,11 +26,13 @@ type ShardOptions struct {
 	// containing "/"), resolved once by NewShardedClient and SetShards.
 	Addr string
 	// Timeout is the shard client's socket read/write (and dial) timeout;
-	// 0 means gomemcache's DefaultTimeout (500 ms). Negative is an error.
+	// 0 means ShardedOptions.Timeout, and when that is 0 too gomemcache's
+	// DefaultTimeout (500 ms). Negative is an error.
 	Timeout time.Duration
 	// MaxIdleConns is the number of idle connections kept to the server;
-	// 0 (or less) means gomemcache's DefaultMaxIdleConns (2). Set it above
-	// the expected number of concurrent calls on the shard.
+	// 0 (or less) means ShardedOptions.MaxIdleConns, and when that is 0
+	// (or less) too gomemcache's DefaultMaxIdleConns (2). Set it above the
+	// expected number of concurrent calls on the shard.
 	MaxIdleConns int
 	// DialContext, when set, opens the shard's connections (TLS, a proxy,
 	// a test double), as gomemcache's Client.DialContext; optional.
@@ -53,6 +55,13 @@ type ShardedOptions struct {
 	// Health says what happens when a shard fails (see Health); the
 	// default, FailureMode, moves no key.
 	Health Health
+	// Timeout and MaxIdleConns are shared by every shard, those of this
+	// list and those that SetShards and BeginResharding add later: a
+	// shard whose own ShardOptions.Timeout (MaxIdleConns) is 0 gets this
+	// one; a shard that sets its own keeps it. 0 leaves gomemcache's
+	// defaults (500 ms, 2 connections). A negative Timeout is an error.
+	Timeout      time.Duration
+	MaxIdleConns int
 }
 
 // Health is the policy for failing shards (see shardedclient.Health):
@@ -81,6 +90,7 @@ type Shard = shardedclient.Shard[*memcache.Client]
 // Context variant. It is safe for concurrent use.
 type ShardedClient struct {
 	shards *shardedclient.Sharded[*memcache.Client]
+	shared ShardOptions // ShardedOptions.Timeout and MaxIdleConns, for every shard
 
 	win       atomic.Pointer[window] // the resharding window (see BeginResharding)
 	reshardMu sync.Mutex             // serializes BeginResharding
@@ -97,19 +107,35 @@ func NewShardedClient(opt *ShardedOptions) (*ShardedClient, error) {
 	if opt == nil || len(opt.Shards) == 0 {
 		return nil, fmt.Errorf("shardedcache: %w", memcache.ErrNoServers)
 	}
-	shards, err := newShards(opt.Shards, nil)
+	if opt.Timeout < 0 {
+		return nil, fmt.Errorf("shardedcache: ShardedOptions.Timeout %v is negative", opt.Timeout)
+	}
+	shared := ShardOptions{Timeout: opt.Timeout, MaxIdleConns: opt.MaxIdleConns}
+	shards, err := newShards(opt.Shards, nil, shared)
 	if err != nil {
 		return nil, err
 	}
-	return newShardedClient(shards, opt.Health, opt.Placement)
+	c, err := newShardedClient(shards, opt.Health, opt.Placement)
+	if err != nil {
+		return nil, err
+	}
+	c.shared = shared
+	return c, nil
 }
 
-// newShards builds the shards of opts, taking the client of a shard in
+// newShards builds the shards of opts, each shard's Timeout and
+// MaxIdleConns at 0 taking shared's, and takes the client of a shard in
 // reuse that has the same name, address and client settings.
-func newShards(opts []ShardOptions, reuse []Shard) ([]Shard, error) {
+func newShards(opts []ShardOptions, reuse []Shard, shared ShardOptions) ([]Shard, error) {
 	shards := make([]Shard, len(opts))
 	seen := make(map[addr]int, len(opts))
 	for i, so := range opts {
+		if so.Timeout == 0 {
+			so.Timeout = shared.Timeout
+		}
+		if so.MaxIdleConns <= 0 {
+			so.MaxIdleConns = shared.MaxIdleConns
+		}
 		a, err := resolve(so.Addr)
 		if err == nil && so.Timeout < 0 {
 			err = fmt.Errorf("timeout %v is negative", so.Timeout)
@@ -200,7 +226,7 @@ func (c *ShardedClient) switchShards(opts []ShardOptions, install func([]Shard) 
 	if len(opts) == 0 {
 		return fmt.Errorf("shardedcache: %w", memcache.ErrNoServers)
 	}
-	shards, err := newShards(opts, c.shards.AllShards())
+	shards, err := newShards(opts, c.shards.AllShards(), c.shared)
 	if err != nil {
 		return err
 	}

@@ -374,3 +374,47 @@ func TestMemcacheShardedClientHealthOptions(t *testing.T) {
 		t.Fatalf("the only shard: %+v; it is never ejected", st)
 	}
 }
+
+// ShardedOptions.Timeout and MaxIdleConns reach every shard whose own are
+// 0, shards that SetShards adds later included; a shard's own win.
+func TestMemcacheSharedTimeoutAndMaxIdleConns(t *testing.T) {
+	c, err := memcache.NewShardedClient(&memcache.ShardedOptions{
+		Shards: []memcache.ShardOptions{
+			{Name: "a", Addr: "10.0.0.1:11211"},
+			{Name: "b", Addr: "10.0.0.2:11211", Timeout: time.Second, MaxIdleConns: 9},
+		},
+		Timeout:      250 * time.Millisecond,
+		MaxIdleConns: 40,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	type settings struct {
+		timeout time.Duration
+		idle    int
+	}
+	check := func(when string, want ...settings) {
+		t.Helper()
+		var got []settings
+		for _, sh := range c.Shards() {
+			got = append(got, settings{sh.Client.Timeout, sh.Client.MaxIdleConns})
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: shard settings %v, want %v", when, got, want)
+		}
+	}
+	check("new", settings{250 * time.Millisecond, 40}, settings{time.Second, 9})
+	if err := c.SetShards([]memcache.ShardOptions{
+		{Name: "a", Addr: "10.0.0.1:11211"},
+		{Name: "b", Addr: "10.0.0.2:11211", Timeout: time.Second, MaxIdleConns: 9},
+		{Name: "c", Addr: "10.0.0.3:11211", MaxIdleConns: 5},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	check("after SetShards", settings{250 * time.Millisecond, 40}, settings{time.Second, 9}, settings{250 * time.Millisecond, 5})
+	_, err = memcache.NewShardedClient(&memcache.ShardedOptions{Shards: []memcache.ShardOptions{{Addr: "10.0.0.1:11211"}}, Timeout: -time.Second})
+	if want := "shardedcache: ShardedOptions.Timeout -1s is negative"; err == nil || err.Error() != want {
+		t.Errorf("negative shared Timeout: %v, want %s", err, want)
+	}
+}

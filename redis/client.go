@@ -43,8 +43,9 @@ type ShardOptions struct {
 	// ketama presets an unnamed shard's label is its Shard.Addr: name a
 	// shard on a DB other than 0 to give it its peer's label.
 	Addr string
-	// Options are the shard's full go-redis options (pool size, timeouts,
-	// password, DB, TLS, ...); optional. MaxRetries and DialerRetries left
+	// Options are the shard's go-redis options (pool size, timeouts,
+	// password, DB, TLS, ...); optional. A field left at its zero value
+	// takes the value of ShardedOptions.Options (see there). MaxRetries and DialerRetries left
 	// at 0 mean no retry and one dial, not go-redis's 3 and 5, so that a
 	// dead shard fails within one DialTimeout (refused: at once), or one
 	// WriteTimeout and ReadTimeout on an open connection; set them to
@@ -92,6 +93,31 @@ type ShardedOptions struct {
 	Placement ring.Preset
 	// Health says what happens when a shard fails (see Health).
 	Health Health
+	// Options are go-redis options shared by every shard, as
+	// redis.RingOptions has them: Username, Password, DB, Protocol,
+	// ClientName, pool size and pool options, timeouts, retries, TLSConfig,
+	// Dialer, OnConnect, ...; optional. They apply to the shards of this
+	// list and to every shard that SetShards, BeginResharding or
+	// BeginClusterMove adds or changes later. Addr may not be set (each
+	// shard has its own).
+	//
+	// Each shard's options are built as a copy of its own (ShardOptions.
+	// Options, Failover's options or Cluster's options; none: the zero
+	// value) in which every exported field left at its zero value (0, "",
+	// nil, false) takes the value of the field of the same name and type
+	// in Options: a field the shard sets wins, field by field, and the
+	// shard's own options are never modified. A Failover shard takes the
+	// fields its redis.FailoverOptions shares with redis.Options
+	// (Username, Password, DB, pool, timeouts, TLSConfig, ...), a Cluster
+	// shard those of its redis.ClusterOptions (no DB). A shard cannot
+	// override a shared value with a zero value (no password, DB 0): set
+	// such a field on the shards instead of here. The result counts as
+	// the shard's options everywhere: its DB is part of its identity
+	// (ShardOptions.Addr), it decides whether a shard keeps its client
+	// across a list change, and this package's retry defaults apply to it
+	// (see ShardOptions.Options). ShardOptions() shows the result, the
+	// password redacted.
+	Options *goredis.Options
 }
 
 // Shard is one shard of a ShardedClient: a go-redis client and its place on
@@ -150,6 +176,13 @@ func NewShardedClient(opt *ShardedOptions) (*ShardedClient, error) {
 		return nil, errors.New("shardedcache: no shards")
 	}
 	var b builder
+	if opt.Options != nil {
+		if opt.Options.Addr != "" {
+			return nil, fmt.Errorf("shardedcache: ShardedOptions.Options.Addr %q is set; give each shard its Addr", redactAddr(opt.Options.Addr))
+		}
+		shared := *opt.Options
+		b.shared = &shared
+	}
 	shards, err := b.shards(opt.Shards, nil)
 	if err != nil {
 		return nil, err
@@ -170,8 +203,53 @@ func NewShardedClient(opt *ShardedOptions) (*ShardedClient, error) {
 // and OnNewShardNode, in the order they were given, before the client
 // serves a command.
 type builder struct {
-	onNew []func(Shard, *goredis.Client)
-	from  map[*goredis.Client]any // a goredis.Options or goredis.FailoverOptions
+	onNew  []func(Shard, *goredis.Client)
+	from   map[*goredis.Client]any // a goredis.Options or goredis.FailoverOptions
+	shared *goredis.Options        // ShardedOptions.Options, copied
+}
+
+// withShared returns so with a copy of its options in which every exported
+// field at its zero value has the value of the field of the same name and
+// type in the shared options (see ShardedOptions.Options).
+func (b *builder) withShared(so ShardOptions) ShardOptions {
+	if b.shared == nil {
+		return so
+	}
+	switch {
+	case so.Cluster != nil:
+		cs := *so.Cluster
+		if cs.Options != nil {
+			o := *cs.Options
+			inherit(&o, b.shared)
+			cs.Options = &o
+		}
+		so.Cluster = &cs
+	case so.Failover != nil:
+		fo := *so.Failover
+		inherit(&fo, b.shared)
+		so.Failover = &fo
+	default:
+		var o goredis.Options
+		if so.Options != nil {
+			o = *so.Options
+		}
+		inherit(&o, b.shared)
+		so.Options = &o
+	}
+	return so
+}
+
+// inherit sets each exported field of *dst, a struct, that is at its zero
+// value to the field of *shared with the same name and type, if any.
+func inherit[D, S any](dst *D, shared *S) {
+	d, s := reflect.ValueOf(dst).Elem(), reflect.ValueOf(shared).Elem()
+	for i := range d.NumField() {
+		f := d.Type().Field(i)
+		sf, ok := s.Type().FieldByName(f.Name)
+		if f.IsExported() && ok && sf.Type == f.Type && d.Field(i).IsZero() {
+			d.Field(i).Set(s.FieldByIndex(sf.Index))
+		}
+	}
 }
 
 // shards builds the shard of every option, taking the client of a shard in
@@ -223,6 +301,7 @@ func sameServer(shards []Shard) error {
 }
 
 func (b *builder) shard(so ShardOptions, reuse []Shard) (Shard, error) {
+	so = b.withShared(so)
 	if so.Cluster != nil {
 		return b.clusterShard(so, reuse)
 	}
@@ -784,10 +863,10 @@ func (c *ShardedClient) ShardOptions() []*goredis.Options {
 // EndResharding, AbandonResharding and NewMigration. A command under way
 // while Close runs may fail with the shard's *shardedclient.ShardError
 // wrapping redis.ErrClosed (errors.Is holds too). Close again does nothing
-// and returns nil.
+// and returns redis.ErrClosed, as a *redis.Client's does.
 func (c *ShardedClient) Close() error {
 	if c.closed.Swap(true) {
-		return nil
+		return goredis.ErrClosed
 	}
 	return errors.Join(c.pubsub.Close(), c.shards.Close(), c.router.Close())
 }

@@ -33,7 +33,8 @@
 //     on every shard and the replies are merged by its response policy
 //     (DBSIZE summed, PING and FLUSHDB succeed when every shard does, KEYS
 //     concatenated); SCAN walks the shards one after the other (the cursor
-//     holds the shard), RANDOMKEY draws a shard by its DBSIZE. A command
+//     holds the shard), RANDOMKEY draws a shard by its DBSIZE, alike
+//     through their typed methods, Do and pipelines. A command
 //     that reads (DBSIZE, KEYS, SCAN, RANDOMKEY, PING, SCRIPT EXISTS) skips
 //     an ejected shard, whose keys the live shards serve; one that changes
 //     every shard (FLUSHDB, FLUSHALL, SCRIPT LOAD and FLUSH, FUNCTION LOAD,
@@ -73,6 +74,11 @@
 //     arity's error); only connection state, transactions and
 //     subscriptions through Do, CLUSTER and MONITOR stay refused.
 //
+// A call that breaks its command's arity (MGet or Del with no key, Do
+// "config" with no subcommand, an MSET whose last key has no value) is
+// sent whole to one shard, which refuses it with Redis's own "wrong number
+// of arguments" before running it, as one server would.
+//
 // A transport failure of one shard (refused connection, timeout, failed TLS
 // handshake) is returned as a *shardedclient.ShardError that names the shard
 // and wraps the cause, and so is the server's refusal to set up a
@@ -84,7 +90,14 @@
 // them. A command that reached several shards fails as a whole when
 // any shard fails: no partial reply is returned as if complete. A split
 // write (MSET, DEL, FLUSHDB) that fails on one shard may have been applied on
-// the others; the error names the shard that failed.
+// the others; its error is then a *shardedclient.MultiShardError naming
+// each shard that failed with its error (a server's reply, such as
+// FUNCTION LOAD's "already exists" on the one shard that had the library,
+// or a *shardedclient.ShardError), so the other shards are known to have
+// applied it. When every shard gave the same reply, nothing was applied
+// and that reply is returned as one server's. A *CrossShardError and an
+// *EjectedError name their shards as shardedclient.ShardRef values
+// (Index, Name, Addr). After Close, every call returns redis.ErrClosed.
 //
 // Every method of redis.Cmdable (go-redis v9.23) is in the table (see
 // redis/internal/commands for its sources).

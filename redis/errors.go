@@ -17,8 +17,10 @@ var ErrUnsupported = errors.New("not supported on a sharded client")
 // CrossShardError is returned, before anything is sent, for a command or
 // transaction whose keys are on several shards and that cannot be split.
 type CrossShardError struct {
-	Command string                   // the command, lower case ("rename", "multi", ...)
-	Shards  []shardedclient.ShardRef // the shards involved, in shard order
+	Command string // the command, lower case ("rename", "multi", ...)
+	// Shards are the shards involved, in shard order, each by its index in
+	// the shard list, name and address (Shard.Addr).
+	Shards []shardedclient.ShardRef
 }
 
 func (e *CrossShardError) Error() string {

@@ -20,7 +20,7 @@ import (
 func (c *ShardedClient) PlanResharding(shards []ShardOptions) (ring.Diff, error) {
 	nodes := make([]ring.Node, len(shards))
 	for i, so := range shards {
-		nodes[i] = ring.Node{Name: so.Name, Weight: so.Weight, Addr: addrOf(so)}
+		nodes[i] = ring.Node{Name: so.Name, Weight: so.Weight, Addr: addrOf(c.build.withShared(so))}
 	}
 	return c.shards.Plan(nodes)
 }

@@ -171,14 +171,17 @@ func (p *randomPlan) addTo(groups [][]goredis.Cmder) {
 
 func (p *randomPlan) merge() error {
 	key, err := p.draw()
+	if err != nil {
+		p.cmd.SetErr(err)
+		return err
+	}
 	switch cmd := p.cmd.(type) {
 	case *goredis.StringCmd:
 		cmd.SetVal(key)
 	case *goredis.Cmd:
 		cmd.SetVal(key)
 	}
-	p.cmd.SetErr(err)
-	return err
+	return nil
 }
 
 func (p *randomPlan) draw() (string, error) {
