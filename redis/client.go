@@ -127,13 +127,20 @@ type Shard = shardedclient.Shard[*goredis.Client]
 var _ goredis.UniversalClient = (*ShardedClient)(nil)
 
 // ShardedClient is a Redis client over several servers. Its command methods
-// are go-redis's own (redis.Cmdable), with the same signatures and result
-// types; each command runs where the package documentation says. It is safe
-// for concurrent use.
+// are go-redis's own (every method of redis.Cmdable), with the same
+// signatures and result types; each command runs where the package
+// documentation says, and each method's doc says where its command runs.
+// They are generated (cmdable_gen.go) from redis.Cmdable and the command
+// table. It is safe for concurrent use.
+//
+//go:generate go run ./internal/methods/gen -o cmdable_gen.go
 type ShardedClient struct {
-	// cmdable is a go-redis client that never connects anywhere: every
-	// command and pipeline it builds is handed to the hook, which runs it on
-	// the shards.
+	// cmdable is the router (a go-redis client that never connects
+	// anywhere: every command and pipeline it builds is handed to the hook,
+	// which runs it on the shards). The generated methods call the router
+	// directly; it gives the method of redis.Cmdable that a newer go-redis
+	// adds before go generate declares it (TestCmdableMethodsGenerated fails
+	// until then).
 	cmdable
 
 	shards *shardedclient.Sharded[*goredis.Client]

@@ -1,178 +1,37 @@
 package redis
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"go/types"
 	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/shardedcache/shardedcache/redis/internal/commands"
+	"github.com/shardedcache/shardedcache/redis/internal/methods"
 )
 
-// recorder is a go-redis client that sends nothing: its hook keeps every
-// command that a method builds and fails it, as the router's hook takes
-// them instead of its own connection (newRouter).
-type recorder struct {
-	*goredis.Client
-	cmds []goredis.Cmder
-}
-
-var errRecorded = errors.New("recorded, not sent")
-
-func newRecorder(t *testing.T) *recorder {
-	r := &recorder{Client: newRouter(nil)}
-	r.AddHook(r)
-	t.Cleanup(func() { _ = r.Close() })
-	return r
-}
-
-func (r *recorder) DialHook(next goredis.DialHook) goredis.DialHook { return next }
-
-func (r *recorder) ProcessHook(goredis.ProcessHook) goredis.ProcessHook {
-	return func(_ context.Context, cmd goredis.Cmder) error {
-		r.cmds = append(r.cmds, cmd)
-		return errRecorded
-	}
-}
-
-func (r *recorder) ProcessPipelineHook(goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
-	return func(_ context.Context, cmds []goredis.Cmder) error {
-		r.cmds = append(r.cmds, cmds...)
-		return errRecorded
-	}
-}
-
-// sent is one command that a method of redis.Cmdable sent.
-type sent struct {
-	method string
-	cmd    goredis.Cmder
-}
-
-// Methods of redis.Cmdable that send no command of their own: pipelines,
-// whose commands are each classified, and the two that go-redis v9.23 has
-// not implemented (they panic).
-var sendsNothing = map[string]string{
-	"Pipeline": "pipeline", "Pipelined": "pipeline", "TxPipeline": "pipeline", "TxPipelined": "pipeline",
-	"Quit": "not implemented by go-redis", "JSONDebugMemory": "not implemented by go-redis",
-}
-
-// argsFor are the arguments of methods whose generated ones build no valid
-// command: even counts, a STORE, a schema, keys in a struct, ...
-var argsFor = map[string][]any{
-	"ARGrep":                 {"k", "0", "9", &goredis.ARGrepArgs{Predicates: []goredis.ARGrepPredicate{{Type: goredis.ARGrepExact, Value: "v"}}}},
-	"ARGrepWithValues":       {"k", "0", "9", &goredis.ARGrepArgs{Predicates: []goredis.ARGrepPredicate{{Type: goredis.ARGrepExact, Value: "v"}}}},
-	"BitFieldRO":             {"k", "u8", 0},
-	"CMSIncrBy":              {"k", "item", 1},
-	"DelExArgs":              {"k", goredis.DelExArgs{Mode: "IFEQ", MatchValue: "v"}},
-	"HMSet":                  {"k", "f", "v"},
-	"HSet":                   {"k", "f", "v"},
-	"HSetEX":                 {"k", "f", "v"},
-	"HSetEXWithArgs":         {"k", &goredis.HSetEXOptions{}, "f", "v"},
-	"MSet":                   {"k", "v"},
-	"MSetNX":                 {"k", "v"},
-	"MSetEX":                 {goredis.MSetEXArgs{}, "k", "v"},
-	"TopKIncrBy":             {"k", "item", 1},
-	"TSMAdd":                 {[][]any{{"k", 1, 2.5}}},
-	"XAdd":                   {&goredis.XAddArgs{Stream: "k", Values: []string{"f", "v"}}},
-	"XClaim":                 {&goredis.XClaimArgs{Stream: "k", Group: "g", Consumer: "c", Messages: []string{"1-0"}}},
-	"XNack":                  {&goredis.XNackArgs{Stream: "k", Group: "g", Mode: goredis.XNackModeSilent, IDs: []string{"1-0"}}},
-	"XRead":                  {&goredis.XReadArgs{Streams: []string{"k", "0"}}},
-	"XReadGroup":             {&goredis.XReadGroupArgs{Group: "g", Consumer: "c", Streams: []string{"k", ">"}}},
-	"XReadStreams":           {"k", "0"},
-	"ZAddArgs":               {"k", goredis.ZAddArgs{Members: []goredis.Z{{Score: 1, Member: "m"}}}},
-	"ZAddArgsIncr":           {"k", goredis.ZAddArgs{Members: []goredis.Z{{Score: 1, Member: "m"}}}},
-	"ZInter":                 {&goredis.ZStore{Keys: []string{"k"}}},
-	"ZInterWithScores":       {&goredis.ZStore{Keys: []string{"k"}}},
-	"ZInterStore":            {"k", &goredis.ZStore{Keys: []string{"k"}}},
-	"ZRangeStore":            {"k", goredis.ZRangeArgs{Key: "k", Start: 0, Stop: 1}},
-	"ZUnion":                 {goredis.ZStore{Keys: []string{"k"}}},
-	"ZUnionWithScores":       {goredis.ZStore{Keys: []string{"k"}}},
-	"ZUnionStore":            {"k", &goredis.ZStore{Keys: []string{"k"}}},
-	"GeoRadiusStore":         {"k", 1.0, 2.0, &goredis.GeoRadiusQuery{Radius: 1, Unit: "km", Store: "k"}},
-	"GeoRadiusByMemberStore": {"k", "m", &goredis.GeoRadiusQuery{Radius: 1, Unit: "km", Store: "k"}},
-	"FTCreate":               {"idx", &goredis.FTCreateOptions{}, &goredis.FieldSchema{FieldName: "f", FieldType: goredis.SearchFieldTypeText}},
-	"FTHybrid":               {"idx", "*", "v", &goredis.VectorFP32{Val: []byte{0, 0, 128, 63}}},
-	"JSONSetMode":            {"k", "$", "1", "NX"},
-	"JSONMSet":               {"k", "$", "1"},
-}
-
-// cmdableCommands calls every method of redis.Cmdable on a recorder, with
-// arguments made from its signature (one key, "k", for every string), and
-// returns the commands they built.
-func cmdableCommands(t *testing.T) (methods int, out []sent) {
+// cmdableCommands is methods.Commands, failing t on its error.
+func cmdableCommands(t *testing.T) (int, []methods.Sent) {
 	t.Helper()
-	rec := newRecorder(t)
-	ctx := context.Background()
-	it := reflect.TypeFor[goredis.Cmdable]()
-	for i := range it.NumMethod() {
-		m := it.Method(i)
-		if _, ok := sendsNothing[m.Name]; ok {
-			continue
-		}
-		in := []reflect.Value{reflect.ValueOf(ctx)}
-		if args, ok := argsFor[m.Name]; ok {
-			for _, a := range args {
-				in = append(in, reflect.ValueOf(a))
-			}
-		} else {
-			for j := 1; j < m.Type.NumIn(); j++ {
-				pt := m.Type.In(j)
-				if m.Type.IsVariadic() && j == m.Type.NumIn()-1 {
-					pt = pt.Elem()
-				}
-				in = append(in, sampleArg(pt))
-			}
-		}
-		rec.cmds = nil
-		reflect.ValueOf(goredis.Cmdable(rec.Client)).MethodByName(m.Name).Call(in)
-		if len(rec.cmds) == 0 {
-			t.Errorf("%s sent no command", m.Name)
-		}
-		for _, cmd := range rec.cmds {
-			out = append(out, sent{m.Name, cmd})
-		}
+	n, all, err := methods.Commands()
+	if err != nil {
+		t.Error(err)
 	}
-	return it.NumMethod(), out
-}
-
-// sampleArg returns a value of type t for a method argument.
-func sampleArg(t reflect.Type) reflect.Value {
-	switch t {
-	case reflect.TypeFor[time.Duration]():
-		return reflect.ValueOf(time.Second)
-	case reflect.TypeFor[time.Time]():
-		return reflect.ValueOf(time.Unix(1700000000, 0))
-	case reflect.TypeFor[goredis.Vector]():
-		return reflect.ValueOf(goredis.Vector(&goredis.VectorValues{Val: []float64{1}}))
-	}
-	v := reflect.New(t).Elem()
-	switch t.Kind() {
-	case reflect.String:
-		v.SetString("k")
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-		v.SetInt(1)
-	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		v.SetUint(1)
-	case reflect.Float32, reflect.Float64:
-		v.SetFloat(1)
-	case reflect.Interface:
-		v.Set(reflect.ValueOf("v"))
-	case reflect.Slice:
-		v = reflect.Append(v, sampleArg(t.Elem()))
-	case reflect.Map:
-		v = reflect.MakeMap(t)
-		v.SetMapIndex(sampleArg(t.Key()), sampleArg(t.Elem()))
-	case reflect.Pointer:
-		v = reflect.New(t.Elem())
-	}
-	return v
+	return n, all
 }
 
 // class is where the sharded client runs a command.
@@ -209,17 +68,17 @@ func TestCmdableClassified(t *testing.T) {
 	counts := map[string]int{}
 	byClass := map[string][]string{}
 	for _, s := range all {
-		if _, err := commands.Lookup(s.cmd.Args()); errors.Is(err, commands.ErrUnknown) {
-			t.Errorf("%s: %v unknown to the table: %v", s.method, s.cmd.Args(), err)
+		if _, err := commands.Lookup(s.Cmd.Args()); errors.Is(err, commands.ErrUnknown) {
+			t.Errorf("%s: %v unknown to the table: %v", s.Method, s.Cmd.Args(), err)
 			continue
 		}
-		cl := class(v, s.cmd)
+		cl := class(v, s.Cmd)
 		if strings.HasPrefix(cl, "error: ") {
-			t.Errorf("%s: %v: %s", s.method, s.cmd.Args(), cl)
+			t.Errorf("%s: %v: %s", s.Method, s.Cmd.Args(), cl)
 			continue
 		}
 		counts[cl]++
-		byClass[cl] = append(byClass[cl], s.method)
+		byClass[cl] = append(byClass[cl], s.Method)
 	}
 	if methods != 617 || len(all) != 611 {
 		t.Errorf("%d methods sent %d commands, want 617 methods, 611 commands (go-redis v9.23.0)", methods, len(all))
@@ -268,11 +127,11 @@ func TestDoAgreesWithTypedMethods(t *testing.T) {
 	defer v.Release()
 	_, all := cmdableCommands(t)
 	for _, s := range all {
-		raw := goredis.NewCmd(context.Background(), s.cmd.Args()...)
+		raw := goredis.NewCmd(context.Background(), s.Cmd.Args()...)
 		var typed, do keyShards
-		terr, derr := route(v, s.cmd, &typed), route(v, raw, &do)
+		terr, derr := route(v, s.Cmd, &typed), route(v, raw, &do)
 		if (terr == nil) != (derr == nil) || terr != nil && terr.Error() != derr.Error() || typed.shard != do.shard {
-			t.Errorf("%s %v: typed %T routes to %d (%v), Do to %d (%v)", s.method, s.cmd.Args(), s.cmd, typed.shard, terr, do.shard, derr)
+			t.Errorf("%s %v: typed %T routes to %d (%v), Do to %d (%v)", s.Method, s.Cmd.Args(), s.Cmd, typed.shard, terr, do.shard, derr)
 		}
 	}
 }
@@ -285,8 +144,8 @@ func TestFanOutMergeFitsType(t *testing.T) {
 	_, all := cmdableCommands(t)
 	types := map[*commands.Info][]goredis.Cmder{}
 	for _, s := range all {
-		if info, err := commands.Lookup(s.cmd.Args()); err == nil {
-			types[info] = append(types[info], s.cmd)
+		if info, err := commands.Lookup(s.Cmd.Args()); err == nil {
+			types[info] = append(types[info], s.Cmd)
 		}
 	}
 	var fanOuts []string
@@ -310,5 +169,62 @@ func TestFanOutMergeFitsType(t *testing.T) {
 	slices.Sort(fanOuts)
 	if !slices.Equal(fanOuts, want) {
 		t.Errorf("commands on several shards %q, want %q", fanOuts, want)
+	}
+}
+
+// cmdable_gen.go is what go generate writes, and every method of
+// redis.Cmdable is declared on *ShardedClient (by hand or generated), so
+// that go doc shows it: none comes only through the embedded router.
+func TestCmdableMethodsGenerated(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "cmdable_gen.go")
+	if b, err := exec.Command("go", "run", "./internal/methods/gen", "-o", out).CombinedOutput(); err != nil {
+		t.Fatalf("go run ./internal/methods/gen: %v\n%s", err, b)
+	}
+	want, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := os.ReadFile("cmdable_gen.go"); err != nil || !bytes.Equal(got, want) {
+		t.Errorf("cmdable_gen.go is not what go generate writes (%v): run go generate ./redis", err)
+	}
+	fset := token.NewFileSet()
+	declared := map[string]bool{}
+	files, _ := filepath.Glob("*.go")
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, name, nil, parser.SkipObjectResolution)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range f.Decls {
+			if fd, ok := d.(*ast.FuncDecl); ok && fd.Recv != nil && types.ExprString(fd.Recv.List[0].Type) == "*ShardedClient" {
+				declared[fd.Name.Name] = true
+			}
+		}
+	}
+	it := reflect.TypeFor[goredis.Cmdable]()
+	for i := range it.NumMethod() {
+		if m := it.Method(i); !declared[m.Name] {
+			t.Errorf("%s of redis.Cmdable is not declared on *ShardedClient", m.Name)
+		}
+	}
+	if it.NumMethod() != 617 {
+		t.Errorf("redis.Cmdable has %d methods, want 617 (go-redis v9.23.0)", it.NumMethod())
+	}
+	// A generated doc says where the command runs, from the table.
+	src, _ := os.ReadFile("cmdable_gen.go")
+	for _, line := range []string{
+		"// Get runs GET on the shard of its keys (keys on several shards: a *CrossShardError, sent nowhere).",
+		"// MGet runs MGET split by shard, the parts in parallel, replies merged: values in key order (arrays concatenated for a keyless command).",
+		"// DBSize runs DBSIZE on every shard (once per server for a server-wide command), replies merged: the sum.",
+		"// Echo runs ECHO on any one shard (the first live one).",
+		"// Info is refused (*UnsupportedError, sent nowhere): each server reports on itself, and the reports of several do not merge into one server's reply; use ForEachShard or GetShard to run it on chosen shards.",
+		"// Scan runs SCAN on the shards in turn: the cursor holds the shard in its low 16 bits; ejected shards are skipped.",
+	} {
+		if !strings.Contains(string(src), line+"\n") {
+			t.Errorf("cmdable_gen.go lacks %q", line)
+		}
 	}
 }

@@ -13,6 +13,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/shardedcache/shardedcache/redis/internal/commands"
+	"github.com/shardedcache/shardedcache/redis/internal/methods"
 	"github.com/shardedcache/shardedcache/shardedclient"
 )
 
@@ -140,7 +141,8 @@ func TestRouteNewCommandsByKeys(t *testing.T) {
 	v := c.shards.Acquire()
 	defer v.Release()
 	ctx := context.Background()
-	rec := newRecorder(t)
+	rec := methods.NewRecorder()
+	defer rec.Close()
 	rec.HGetEX(ctx, "user:1", "name")
 	rec.HExpire(ctx, "user:2", time.Minute, "a", "b")
 	rec.BFAdd(ctx, "bloom:3", "x")
@@ -149,7 +151,7 @@ func TestRouteNewCommandsByKeys(t *testing.T) {
 	rec.TSAdd(ctx, "ts:6", 1, 2.5)
 	rec.ARSet(ctx, "ar:7", 0, "x")
 	keys := []string{"user:1", "user:2", "bloom:3", "doc:4", "vs:5", "ts:6", "ar:7"}
-	for i, cmd := range rec.cmds {
+	for i, cmd := range rec.Cmds {
 		var r keyShards
 		err := route(v, cmd, &r)
 		if want := c.GetShardInfo(keys[i]).Index; err != nil || r.shard != want {
@@ -160,7 +162,7 @@ func TestRouteNewCommandsByKeys(t *testing.T) {
 	a, b := keyOn(t, c, 0, 0), keyOn(t, c, 1, 0)
 	rec.MSetEX(ctx, goredis.MSetEXArgs{}, a, "1", b, "2")
 	var r keyShards
-	err := route(v, rec.cmds[len(rec.cmds)-1], &r)
+	err := route(v, rec.Cmds[len(rec.Cmds)-1], &r)
 	var cross *CrossShardError
 	if !errors.As(err, &cross) || cross.Command != "msetex" || len(cross.Shards) != 2 {
 		t.Errorf("MSETEX over two shards: %v, want a CrossShardError", err)
