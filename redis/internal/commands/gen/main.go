@@ -25,13 +25,13 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"go/format"
-	"log"
 	"os"
 	"slices"
 	"strings"
+
+	"github.com/shardedcache/shardedcache/redis/internal/genmain"
 )
 
 // commandReply is the capture of COMMAND, Redis 7.0.15's table.
@@ -83,19 +83,7 @@ var (
 	}
 )
 
-func main() {
-	out := flag.String("o", "table.go", "the file to write")
-	flag.Parse()
-	log.SetFlags(0)
-	log.SetPrefix("gen: ")
-	src, err := generate()
-	if err != nil {
-		log.Fatal(err)
-	}
-	if err := os.WriteFile(*out, src, 0o644); err != nil {
-		log.Fatal(err)
-	}
-}
+func main() { genmain.Run("gen", "table.go", generate) }
 
 // generate reads the inputs and returns table.go.
 func generate() ([]byte, error) {

@@ -14,13 +14,11 @@ package main
 
 import (
 	"bytes"
-	"flag"
 	"fmt"
 	"go/ast"
 	"go/format"
 	"go/parser"
 	"go/token"
-	"log"
 	"os"
 	"os/exec"
 	"reflect"
@@ -30,6 +28,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/shardedcache/shardedcache/redis/internal/commands"
+	"github.com/shardedcache/shardedcache/redis/internal/genmain"
 	"github.com/shardedcache/shardedcache/redis/internal/methods"
 )
 
@@ -43,17 +42,7 @@ var noCommand = map[string]string{
 	"JSONDebugMemory": "JSONDebugMemory is go-redis's, which v9.23 does not implement.",
 }
 
-func main() {
-	out := flag.String("o", "cmdable_gen.go", "output file")
-	flag.Parse()
-	src, err := generate()
-	if err != nil {
-		log.Fatal(err)
-	}
-	if err := os.WriteFile(*out, src, 0o644); err != nil {
-		log.Fatal(err)
-	}
-}
+func main() { genmain.Run("gen", "cmdable_gen.go", generate) }
 
 func generate() ([]byte, error) {
 	dir, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/redis/go-redis/v9").Output()
