@@ -131,7 +131,9 @@ var _ goredis.UniversalClient = (*ShardedClient)(nil)
 // signatures and result types; each command runs where the package
 // documentation says, and each method's doc says where its command runs.
 // They are generated (cmdable_gen.go) from redis.Cmdable and the command
-// table. It is safe for concurrent use.
+// table; what they say is for several shards: over one shard (outside a
+// resharding window) every known command runs there as sent, as on one
+// server, connection state excepted. It is safe for concurrent use.
 //
 //go:generate go run ./internal/methods/gen -o cmdable_gen.go
 type ShardedClient struct {
@@ -844,7 +846,8 @@ func (c *ShardedClient) AsyncAutoPipelineWithOptions(*goredis.AutoPipelineOption
 }
 
 // ShardOptions returns a copy of the go-redis options of every shard's
-// client, in ring order, safe to print or log: a Password that is set is
+// client, in ring order (each shard's own with the shared ones of
+// ShardedOptions.Options filled in, as built), safe to print or log: a Password that is set is
 // replaced by "xxxxx" (as net/url's Redacted does), so %v, %+v and %#v show
 // no secret. (TLSConfig and the credentials callbacks are shared, and print
 // as pointers.) The real password is not handed out: a client built from

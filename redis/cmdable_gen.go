@@ -299,7 +299,7 @@ func (c *ShardedClient) BFScanDump(ctx context.Context, key string, iterator int
 	return c.router.BFScanDump(ctx, key, iterator)
 }
 
-// BLMPop runs BLMPOP on the shard of its keys (keys on several shards: a *CrossShardError, sent nowhere).
+// BLMPop runs BLMPOP on the shard of its keys (keys on several shards: a *CrossShardError, sent nowhere; no key: any one shard).
 func (c *ShardedClient) BLMPop(ctx context.Context, timeout time.Duration, direction string, count int64, keys ...string) *goredis.KeyValuesCmd {
 	return c.router.BLMPop(ctx, timeout, direction, count, keys...)
 }
@@ -329,7 +329,7 @@ func (c *ShardedClient) BRPopLPush(ctx context.Context, source string, destinati
 	return c.router.BRPopLPush(ctx, source, destination, timeout)
 }
 
-// BZMPop runs BZMPOP on the shard of its keys (keys on several shards: a *CrossShardError, sent nowhere).
+// BZMPop runs BZMPOP on the shard of its keys (keys on several shards: a *CrossShardError, sent nowhere; no key: any one shard).
 func (c *ShardedClient) BZMPop(ctx context.Context, timeout time.Duration, order string, count int64, keys ...string) *goredis.ZSliceWithKeyCmd {
 	return c.router.BZMPop(ctx, timeout, order, count, keys...)
 }
@@ -344,12 +344,12 @@ func (c *ShardedClient) BZPopMin(ctx context.Context, timeout time.Duration, key
 	return c.router.BZPopMin(ctx, timeout, keys...)
 }
 
-// BgRewriteAOF is refused (*UnsupportedError, sent nowhere): it acts on one server, and Redis names no shard for it; use ForEachShard or GetShard to run it on chosen shards.
+// BgRewriteAOF is refused over several shards (*UnsupportedError, sent nowhere): it acts on one server, and Redis names no shard for it; use ForEachShard or GetShard to run it on chosen shards. Over one shard it runs there as sent.
 func (c *ShardedClient) BgRewriteAOF(ctx context.Context) *goredis.StatusCmd {
 	return c.router.BgRewriteAOF(ctx)
 }
 
-// BgSave is refused (*UnsupportedError, sent nowhere): it acts on one server, and Redis names no shard for it; use ForEachShard or GetShard to run it on chosen shards.
+// BgSave is refused over several shards (*UnsupportedError, sent nowhere): it acts on one server, and Redis names no shard for it; use ForEachShard or GetShard to run it on chosen shards. Over one shard it runs there as sent.
 func (c *ShardedClient) BgSave(ctx context.Context) *goredis.StatusCmd {
 	return c.router.BgSave(ctx)
 }
@@ -519,12 +519,12 @@ func (c *ShardedClient) CMSInitByProb(ctx context.Context, key string, errorRate
 	return c.router.CMSInitByProb(ctx, key, errorRate, probability)
 }
 
-// CMSMerge runs CMS.MERGE on the shard of its keys (keys on several shards: a *CrossShardError, sent nowhere).
+// CMSMerge runs CMS.MERGE on the shard of its keys (keys on several shards: a *CrossShardError, sent nowhere; no key: any one shard).
 func (c *ShardedClient) CMSMerge(ctx context.Context, destKey string, sourceKeys ...string) *goredis.StatusCmd {
 	return c.router.CMSMerge(ctx, destKey, sourceKeys...)
 }
 
-// CMSMergeWithWeight runs CMS.MERGE on the shard of its keys (keys on several shards: a *CrossShardError, sent nowhere).
+// CMSMergeWithWeight runs CMS.MERGE on the shard of its keys (keys on several shards: a *CrossShardError, sent nowhere; no key: any one shard).
 func (c *ShardedClient) CMSMergeWithWeight(ctx context.Context, destKey string, sourceKeys map[string]int64) *goredis.StatusCmd {
 	return c.router.CMSMergeWithWeight(ctx, destKey, sourceKeys)
 }
@@ -549,12 +549,12 @@ func (c *ShardedClient) ClientInfo(ctx context.Context) *goredis.ClientInfoCmd {
 	return c.router.ClientInfo(ctx)
 }
 
-// ClientKill is refused (*UnsupportedError, sent nowhere): it acts on one server, and Redis names no shard for it; use ForEachShard or GetShard to run it on chosen shards.
+// ClientKill is refused over several shards (*UnsupportedError, sent nowhere): it acts on one server, and Redis names no shard for it; use ForEachShard or GetShard to run it on chosen shards. Over one shard it runs there as sent.
 func (c *ShardedClient) ClientKill(ctx context.Context, ipPort string) *goredis.StatusCmd {
 	return c.router.ClientKill(ctx, ipPort)
 }
 
-// ClientKillByFilter is refused (*UnsupportedError, sent nowhere): it acts on one server, and Redis names no shard for it; use ForEachShard or GetShard to run it on chosen shards.
+// ClientKillByFilter is refused over several shards (*UnsupportedError, sent nowhere): it acts on one server, and Redis names no shard for it; use ForEachShard or GetShard to run it on chosen shards. Over one shard it runs there as sent.
 func (c *ShardedClient) ClientKillByFilter(ctx context.Context, keys ...string) *goredis.IntCmd {
 	return c.router.ClientKillByFilter(ctx, keys...)
 }
@@ -569,7 +569,7 @@ func (c *ShardedClient) ClientMaintNotifications(ctx context.Context, enabled bo
 	return c.router.ClientMaintNotifications(ctx, enabled, endpointType)
 }
 
-// ClientPause is refused (*UnsupportedError, sent nowhere): it acts on one server, and Redis names no shard for it; use ForEachShard or GetShard to run it on chosen shards.
+// ClientPause is refused over several shards (*UnsupportedError, sent nowhere): it acts on one server, and Redis names no shard for it; use ForEachShard or GetShard to run it on chosen shards. Over one shard it runs there as sent.
 func (c *ShardedClient) ClientPause(ctx context.Context, dur time.Duration) *goredis.BoolCmd {
 	return c.router.ClientPause(ctx, dur)
 }
@@ -589,17 +589,17 @@ func (c *ShardedClient) ClientTrackingOn(ctx context.Context, opt *goredis.Clien
 	return c.router.ClientTrackingOn(ctx, opt)
 }
 
-// ClientUnblock is refused (*UnsupportedError, sent nowhere): it acts on one server, and Redis names no shard for it; use ForEachShard or GetShard to run it on chosen shards.
+// ClientUnblock is refused over several shards (*UnsupportedError, sent nowhere): it acts on one server, and Redis names no shard for it; use ForEachShard or GetShard to run it on chosen shards. Over one shard it runs there as sent.
 func (c *ShardedClient) ClientUnblock(ctx context.Context, id int64) *goredis.IntCmd {
 	return c.router.ClientUnblock(ctx, id)
 }
 
-// ClientUnblockWithError is refused (*UnsupportedError, sent nowhere): it acts on one server, and Redis names no shard for it; use ForEachShard or GetShard to run it on chosen shards.
+// ClientUnblockWithError is refused over several shards (*UnsupportedError, sent nowhere): it acts on one server, and Redis names no shard for it; use ForEachShard or GetShard to run it on chosen shards. Over one shard it runs there as sent.
 func (c *ShardedClient) ClientUnblockWithError(ctx context.Context, id int64) *goredis.IntCmd {
 	return c.router.ClientUnblockWithError(ctx, id)
 }
 
-// ClientUnpause is refused (*UnsupportedError, sent nowhere): it acts on one server, and Redis names no shard for it; use ForEachShard or GetShard to run it on chosen shards.
+// ClientUnpause is refused over several shards (*UnsupportedError, sent nowhere): it acts on one server, and Redis names no shard for it; use ForEachShard or GetShard to run it on chosen shards. Over one shard it runs there as sent.
 func (c *ShardedClient) ClientUnpause(ctx context.Context) *goredis.BoolCmd {
 	return c.router.ClientUnpause(ctx)
 }
@@ -769,7 +769,7 @@ func (c *ShardedClient) DBSize(ctx context.Context) *goredis.IntCmd {
 	return c.router.DBSize(ctx)
 }
 
-// DebugObject is refused (*UnsupportedError, sent nowhere): it acts on one server, and Redis names no shard for it; run it on a shard's client (GetShard(key) for DEBUG OBJECT key).
+// DebugObject is refused over several shards (*UnsupportedError, sent nowhere): it acts on one server, and Redis names no shard for it; run it on a shard's client (GetShard(key) for DEBUG OBJECT key). Over one shard it runs there as sent.
 func (c *ShardedClient) DebugObject(ctx context.Context, key string) *goredis.StringCmd {
 	return c.router.DebugObject(ctx, key)
 }
@@ -809,22 +809,22 @@ func (c *ShardedClient) Echo(ctx context.Context, message any) *goredis.StringCm
 	return c.router.Echo(ctx, message)
 }
 
-// Eval runs EVAL on the shard of its keys (keys on several shards: a *CrossShardError, sent nowhere).
+// Eval runs EVAL on the shard of its keys (keys on several shards: a *CrossShardError, sent nowhere; no key: any one shard).
 func (c *ShardedClient) Eval(ctx context.Context, script string, keys []string, args ...any) *goredis.Cmd {
 	return c.router.Eval(ctx, script, keys, args...)
 }
 
-// EvalRO runs EVAL_RO on the shard of its keys (keys on several shards: a *CrossShardError, sent nowhere).
+// EvalRO runs EVAL_RO on the shard of its keys (keys on several shards: a *CrossShardError, sent nowhere; no key: any one shard).
 func (c *ShardedClient) EvalRO(ctx context.Context, script string, keys []string, args ...any) *goredis.Cmd {
 	return c.router.EvalRO(ctx, script, keys, args...)
 }
 
-// EvalSha runs EVALSHA on the shard of its keys (keys on several shards: a *CrossShardError, sent nowhere).
+// EvalSha runs EVALSHA on the shard of its keys (keys on several shards: a *CrossShardError, sent nowhere; no key: any one shard).
 func (c *ShardedClient) EvalSha(ctx context.Context, sha1 string, keys []string, args ...any) *goredis.Cmd {
 	return c.router.EvalSha(ctx, sha1, keys, args...)
 }
 
-// EvalShaRO runs EVALSHA_RO on the shard of its keys (keys on several shards: a *CrossShardError, sent nowhere).
+// EvalShaRO runs EVALSHA_RO on the shard of its keys (keys on several shards: a *CrossShardError, sent nowhere; no key: any one shard).
 func (c *ShardedClient) EvalShaRO(ctx context.Context, sha1 string, keys []string, args ...any) *goredis.Cmd {
 	return c.router.EvalShaRO(ctx, sha1, keys, args...)
 }
@@ -869,172 +869,172 @@ func (c *ShardedClient) ExpireXX(ctx context.Context, key string, expiration tim
 	return c.router.ExpireXX(ctx, key, expiration)
 }
 
-// FCall runs FCALL on the shard of its keys (keys on several shards: a *CrossShardError, sent nowhere).
+// FCall runs FCALL on the shard of its keys (keys on several shards: a *CrossShardError, sent nowhere; no key: any one shard).
 func (c *ShardedClient) FCall(ctx context.Context, function string, keys []string, args ...any) *goredis.Cmd {
 	return c.router.FCall(ctx, function, keys, args...)
 }
 
-// FCallRO runs FCALL_RO on the shard of its keys (keys on several shards: a *CrossShardError, sent nowhere).
+// FCallRO runs FCALL_RO on the shard of its keys (keys on several shards: a *CrossShardError, sent nowhere; no key: any one shard).
 func (c *ShardedClient) FCallRO(ctx context.Context, function string, keys []string, args ...any) *goredis.Cmd {
 	return c.router.FCallRO(ctx, function, keys, args...)
 }
 
-// FCallRo runs FCALL_RO on the shard of its keys (keys on several shards: a *CrossShardError, sent nowhere).
+// FCallRo runs FCALL_RO on the shard of its keys (keys on several shards: a *CrossShardError, sent nowhere; no key: any one shard).
 func (c *ShardedClient) FCallRo(ctx context.Context, function string, keys []string, args ...any) *goredis.Cmd {
 	return c.router.FCallRo(ctx, function, keys, args...)
 }
 
-// FTAggregate is refused (*UnsupportedError, sent nowhere): a search index covers only the keys of its own shard, so its queries have no sharded meaning; run FT commands on each shard with ForEachShard.
+// FTAggregate is refused over several shards (*UnsupportedError, sent nowhere): a search index covers only the keys of its own shard, so its queries have no sharded meaning; run FT commands on each shard with ForEachShard. Over one shard it runs there as sent.
 func (c *ShardedClient) FTAggregate(ctx context.Context, index string, query string) *goredis.MapStringInterfaceCmd {
 	return c.router.FTAggregate(ctx, index, query)
 }
 
-// FTAggregateWithArgs is refused (*UnsupportedError, sent nowhere): a search index covers only the keys of its own shard, so its queries have no sharded meaning; run FT commands on each shard with ForEachShard.
+// FTAggregateWithArgs is refused over several shards (*UnsupportedError, sent nowhere): a search index covers only the keys of its own shard, so its queries have no sharded meaning; run FT commands on each shard with ForEachShard. Over one shard it runs there as sent.
 func (c *ShardedClient) FTAggregateWithArgs(ctx context.Context, index string, query string, options *goredis.FTAggregateOptions) *goredis.AggregateCmd {
 	return c.router.FTAggregateWithArgs(ctx, index, query, options)
 }
 
-// FTAliasAdd is refused (*UnsupportedError, sent nowhere): a search index covers only the keys of its own shard, so its queries have no sharded meaning; run FT commands on each shard with ForEachShard.
+// FTAliasAdd is refused over several shards (*UnsupportedError, sent nowhere): a search index covers only the keys of its own shard, so its queries have no sharded meaning; run FT commands on each shard with ForEachShard. Over one shard it runs there as sent.
 func (c *ShardedClient) FTAliasAdd(ctx context.Context, index string, alias string) *goredis.StatusCmd {
 	return c.router.FTAliasAdd(ctx, index, alias)
 }
 
-// FTAliasDel is refused (*UnsupportedError, sent nowhere): a search index covers only the keys of its own shard, so its queries have no sharded meaning; run FT commands on each shard with ForEachShard.
+// FTAliasDel is refused over several shards (*UnsupportedError, sent nowhere): a search index covers only the keys of its own shard, so its queries have no sharded meaning; run FT commands on each shard with ForEachShard. Over one shard it runs there as sent.
 func (c *ShardedClient) FTAliasDel(ctx context.Context, alias string) *goredis.StatusCmd {
 	return c.router.FTAliasDel(ctx, alias)
 }
 
-// FTAliasList is refused (*UnsupportedError, sent nowhere): a search index covers only the keys of its own shard, so its queries have no sharded meaning; run FT commands on each shard with ForEachShard.
+// FTAliasList is refused over several shards (*UnsupportedError, sent nowhere): a search index covers only the keys of its own shard, so its queries have no sharded meaning; run FT commands on each shard with ForEachShard. Over one shard it runs there as sent.
 func (c *ShardedClient) FTAliasList(ctx context.Context, index string) *goredis.StringSliceCmd {
 	return c.router.FTAliasList(ctx, index)
 }
 
-// FTAliasUpdate is refused (*UnsupportedError, sent nowhere): a search index covers only the keys of its own shard, so its queries have no sharded meaning; run FT commands on each shard with ForEachShard.
+// FTAliasUpdate is refused over several shards (*UnsupportedError, sent nowhere): a search index covers only the keys of its own shard, so its queries have no sharded meaning; run FT commands on each shard with ForEachShard. Over one shard it runs there as sent.
 func (c *ShardedClient) FTAliasUpdate(ctx context.Context, index string, alias string) *goredis.StatusCmd {
 	return c.router.FTAliasUpdate(ctx, index, alias)
 }
 
-// FTAlter is refused (*UnsupportedError, sent nowhere): a search index covers only the keys of its own shard, so its queries have no sharded meaning; run FT commands on each shard with ForEachShard.
+// FTAlter is refused over several shards (*UnsupportedError, sent nowhere): a search index covers only the keys of its own shard, so its queries have no sharded meaning; run FT commands on each shard with ForEachShard. Over one shard it runs there as sent.
 func (c *ShardedClient) FTAlter(ctx context.Context, index string, skipInitialScan bool, definition []any) *goredis.StatusCmd {
 	return c.router.FTAlter(ctx, index, skipInitialScan, definition)
 }
 
-// FTConfigGet is refused (*UnsupportedError, sent nowhere): a search index covers only the keys of its own shard, so its queries have no sharded meaning; run FT commands on each shard with ForEachShard.
+// FTConfigGet is refused over several shards (*UnsupportedError, sent nowhere): a search index covers only the keys of its own shard, so its queries have no sharded meaning; run FT commands on each shard with ForEachShard. Over one shard it runs there as sent.
 func (c *ShardedClient) FTConfigGet(ctx context.Context, option string) *goredis.MapMapStringInterfaceCmd {
 	return c.router.FTConfigGet(ctx, option)
 }
 
-// FTConfigSet is refused (*UnsupportedError, sent nowhere): a search index covers only the keys of its own shard, so its queries have no sharded meaning; run FT commands on each shard with ForEachShard.
+// FTConfigSet is refused over several shards (*UnsupportedError, sent nowhere): a search index covers only the keys of its own shard, so its queries have no sharded meaning; run FT commands on each shard with ForEachShard. Over one shard it runs there as sent.
 func (c *ShardedClient) FTConfigSet(ctx context.Context, option string, value any) *goredis.StatusCmd {
 	return c.router.FTConfigSet(ctx, option, value)
 }
 
-// FTCreate is refused (*UnsupportedError, sent nowhere): a search index covers only the keys of its own shard, so its queries have no sharded meaning; run FT commands on each shard with ForEachShard.
+// FTCreate is refused over several shards (*UnsupportedError, sent nowhere): a search index covers only the keys of its own shard, so its queries have no sharded meaning; run FT commands on each shard with ForEachShard. Over one shard it runs there as sent.
 func (c *ShardedClient) FTCreate(ctx context.Context, index string, options *goredis.FTCreateOptions, schema ...*goredis.FieldSchema) *goredis.StatusCmd {
 	return c.router.FTCreate(ctx, index, options, schema...)
 }
 
-// FTCursorDel is refused (*UnsupportedError, sent nowhere): a search index covers only the keys of its own shard, so its queries have no sharded meaning; run FT commands on each shard with ForEachShard.
+// FTCursorDel is refused over several shards (*UnsupportedError, sent nowhere): a search index covers only the keys of its own shard, so its queries have no sharded meaning; run FT commands on each shard with ForEachShard. Over one shard it runs there as sent.
 func (c *ShardedClient) FTCursorDel(ctx context.Context, index string, cursorId int) *goredis.StatusCmd {
 	return c.router.FTCursorDel(ctx, index, cursorId)
 }
 
-// FTCursorRead is refused (*UnsupportedError, sent nowhere): a search index covers only the keys of its own shard, so its queries have no sharded meaning; run FT commands on each shard with ForEachShard.
+// FTCursorRead is refused over several shards (*UnsupportedError, sent nowhere): a search index covers only the keys of its own shard, so its queries have no sharded meaning; run FT commands on each shard with ForEachShard. Over one shard it runs there as sent.
 func (c *ShardedClient) FTCursorRead(ctx context.Context, index string, cursorId int, count int) *goredis.MapStringInterfaceCmd {
 	return c.router.FTCursorRead(ctx, index, cursorId, count)
 }
 
-// FTDictAdd is refused (*UnsupportedError, sent nowhere): a search index covers only the keys of its own shard, so its queries have no sharded meaning; run FT commands on each shard with ForEachShard.
+// FTDictAdd is refused over several shards (*UnsupportedError, sent nowhere): a search index covers only the keys of its own shard, so its queries have no sharded meaning; run FT commands on each shard with ForEachShard. Over one shard it runs there as sent.
 func (c *ShardedClient) FTDictAdd(ctx context.Context, dict string, term ...any) *goredis.IntCmd {
 	return c.router.FTDictAdd(ctx, dict, term...)
 }
 
-// FTDictDel is refused (*UnsupportedError, sent nowhere): a search index covers only the keys of its own shard, so its queries have no sharded meaning; run FT commands on each shard with ForEachShard.
+// FTDictDel is refused over several shards (*UnsupportedError, sent nowhere): a search index covers only the keys of its own shard, so its queries have no sharded meaning; run FT commands on each shard with ForEachShard. Over one shard it runs there as sent.
 func (c *ShardedClient) FTDictDel(ctx context.Context, dict string, term ...any) *goredis.IntCmd {
 	return c.router.FTDictDel(ctx, dict, term...)
 }
 
-// FTDictDump is refused (*UnsupportedError, sent nowhere): a search index covers only the keys of its own shard, so its queries have no sharded meaning; run FT commands on each shard with ForEachShard.
+// FTDictDump is refused over several shards (*UnsupportedError, sent nowhere): a search index covers only the keys of its own shard, so its queries have no sharded meaning; run FT commands on each shard with ForEachShard. Over one shard it runs there as sent.
 func (c *ShardedClient) FTDictDump(ctx context.Context, dict string) *goredis.StringSliceCmd {
 	return c.router.FTDictDump(ctx, dict)
 }
 
-// FTDropIndex is refused (*UnsupportedError, sent nowhere): a search index covers only the keys of its own shard, so its queries have no sharded meaning; run FT commands on each shard with ForEachShard.
+// FTDropIndex is refused over several shards (*UnsupportedError, sent nowhere): a search index covers only the keys of its own shard, so its queries have no sharded meaning; run FT commands on each shard with ForEachShard. Over one shard it runs there as sent.
 func (c *ShardedClient) FTDropIndex(ctx context.Context, index string) *goredis.StatusCmd {
 	return c.router.FTDropIndex(ctx, index)
 }
 
-// FTDropIndexWithArgs is refused (*UnsupportedError, sent nowhere): a search index covers only the keys of its own shard, so its queries have no sharded meaning; run FT commands on each shard with ForEachShard.
+// FTDropIndexWithArgs is refused over several shards (*UnsupportedError, sent nowhere): a search index covers only the keys of its own shard, so its queries have no sharded meaning; run FT commands on each shard with ForEachShard. Over one shard it runs there as sent.
 func (c *ShardedClient) FTDropIndexWithArgs(ctx context.Context, index string, options *goredis.FTDropIndexOptions) *goredis.StatusCmd {
 	return c.router.FTDropIndexWithArgs(ctx, index, options)
 }
 
-// FTExplain is refused (*UnsupportedError, sent nowhere): a search index covers only the keys of its own shard, so its queries have no sharded meaning; run FT commands on each shard with ForEachShard.
+// FTExplain is refused over several shards (*UnsupportedError, sent nowhere): a search index covers only the keys of its own shard, so its queries have no sharded meaning; run FT commands on each shard with ForEachShard. Over one shard it runs there as sent.
 func (c *ShardedClient) FTExplain(ctx context.Context, index string, query string) *goredis.StringCmd {
 	return c.router.FTExplain(ctx, index, query)
 }
 
-// FTExplainWithArgs is refused (*UnsupportedError, sent nowhere): a search index covers only the keys of its own shard, so its queries have no sharded meaning; run FT commands on each shard with ForEachShard.
+// FTExplainWithArgs is refused over several shards (*UnsupportedError, sent nowhere): a search index covers only the keys of its own shard, so its queries have no sharded meaning; run FT commands on each shard with ForEachShard. Over one shard it runs there as sent.
 func (c *ShardedClient) FTExplainWithArgs(ctx context.Context, index string, query string, options *goredis.FTExplainOptions) *goredis.StringCmd {
 	return c.router.FTExplainWithArgs(ctx, index, query, options)
 }
 
-// FTHybrid is refused (*UnsupportedError, sent nowhere): a search index covers only the keys of its own shard, so its queries have no sharded meaning; run FT commands on each shard with ForEachShard.
+// FTHybrid is refused over several shards (*UnsupportedError, sent nowhere): a search index covers only the keys of its own shard, so its queries have no sharded meaning; run FT commands on each shard with ForEachShard. Over one shard it runs there as sent.
 func (c *ShardedClient) FTHybrid(ctx context.Context, index string, searchExpr string, vectorField string, vectorData goredis.Vector) *goredis.FTHybridCmd {
 	return c.router.FTHybrid(ctx, index, searchExpr, vectorField, vectorData)
 }
 
-// FTHybridWithArgs is refused (*UnsupportedError, sent nowhere): a search index covers only the keys of its own shard, so its queries have no sharded meaning; run FT commands on each shard with ForEachShard.
+// FTHybridWithArgs is refused over several shards (*UnsupportedError, sent nowhere): a search index covers only the keys of its own shard, so its queries have no sharded meaning; run FT commands on each shard with ForEachShard. Over one shard it runs there as sent.
 func (c *ShardedClient) FTHybridWithArgs(ctx context.Context, index string, options *goredis.FTHybridOptions) *goredis.FTHybridCmd {
 	return c.router.FTHybridWithArgs(ctx, index, options)
 }
 
-// FTInfo is refused (*UnsupportedError, sent nowhere): a search index covers only the keys of its own shard, so its queries have no sharded meaning; run FT commands on each shard with ForEachShard.
+// FTInfo is refused over several shards (*UnsupportedError, sent nowhere): a search index covers only the keys of its own shard, so its queries have no sharded meaning; run FT commands on each shard with ForEachShard. Over one shard it runs there as sent.
 func (c *ShardedClient) FTInfo(ctx context.Context, index string) *goredis.FTInfoCmd {
 	return c.router.FTInfo(ctx, index)
 }
 
-// FTSearch is refused (*UnsupportedError, sent nowhere): a search index covers only the keys of its own shard, so its queries have no sharded meaning; run FT commands on each shard with ForEachShard.
+// FTSearch is refused over several shards (*UnsupportedError, sent nowhere): a search index covers only the keys of its own shard, so its queries have no sharded meaning; run FT commands on each shard with ForEachShard. Over one shard it runs there as sent.
 func (c *ShardedClient) FTSearch(ctx context.Context, index string, query string) *goredis.FTSearchCmd {
 	return c.router.FTSearch(ctx, index, query)
 }
 
-// FTSearchWithArgs is refused (*UnsupportedError, sent nowhere): a search index covers only the keys of its own shard, so its queries have no sharded meaning; run FT commands on each shard with ForEachShard.
+// FTSearchWithArgs is refused over several shards (*UnsupportedError, sent nowhere): a search index covers only the keys of its own shard, so its queries have no sharded meaning; run FT commands on each shard with ForEachShard. Over one shard it runs there as sent.
 func (c *ShardedClient) FTSearchWithArgs(ctx context.Context, index string, query string, options *goredis.FTSearchOptions) *goredis.FTSearchCmd {
 	return c.router.FTSearchWithArgs(ctx, index, query, options)
 }
 
-// FTSpellCheck is refused (*UnsupportedError, sent nowhere): a search index covers only the keys of its own shard, so its queries have no sharded meaning; run FT commands on each shard with ForEachShard.
+// FTSpellCheck is refused over several shards (*UnsupportedError, sent nowhere): a search index covers only the keys of its own shard, so its queries have no sharded meaning; run FT commands on each shard with ForEachShard. Over one shard it runs there as sent.
 func (c *ShardedClient) FTSpellCheck(ctx context.Context, index string, query string) *goredis.FTSpellCheckCmd {
 	return c.router.FTSpellCheck(ctx, index, query)
 }
 
-// FTSpellCheckWithArgs is refused (*UnsupportedError, sent nowhere): a search index covers only the keys of its own shard, so its queries have no sharded meaning; run FT commands on each shard with ForEachShard.
+// FTSpellCheckWithArgs is refused over several shards (*UnsupportedError, sent nowhere): a search index covers only the keys of its own shard, so its queries have no sharded meaning; run FT commands on each shard with ForEachShard. Over one shard it runs there as sent.
 func (c *ShardedClient) FTSpellCheckWithArgs(ctx context.Context, index string, query string, options *goredis.FTSpellCheckOptions) *goredis.FTSpellCheckCmd {
 	return c.router.FTSpellCheckWithArgs(ctx, index, query, options)
 }
 
-// FTSynDump is refused (*UnsupportedError, sent nowhere): a search index covers only the keys of its own shard, so its queries have no sharded meaning; run FT commands on each shard with ForEachShard.
+// FTSynDump is refused over several shards (*UnsupportedError, sent nowhere): a search index covers only the keys of its own shard, so its queries have no sharded meaning; run FT commands on each shard with ForEachShard. Over one shard it runs there as sent.
 func (c *ShardedClient) FTSynDump(ctx context.Context, index string) *goredis.FTSynDumpCmd {
 	return c.router.FTSynDump(ctx, index)
 }
 
-// FTSynUpdate is refused (*UnsupportedError, sent nowhere): a search index covers only the keys of its own shard, so its queries have no sharded meaning; run FT commands on each shard with ForEachShard.
+// FTSynUpdate is refused over several shards (*UnsupportedError, sent nowhere): a search index covers only the keys of its own shard, so its queries have no sharded meaning; run FT commands on each shard with ForEachShard. Over one shard it runs there as sent.
 func (c *ShardedClient) FTSynUpdate(ctx context.Context, index string, synGroupId any, terms []any) *goredis.StatusCmd {
 	return c.router.FTSynUpdate(ctx, index, synGroupId, terms)
 }
 
-// FTSynUpdateWithArgs is refused (*UnsupportedError, sent nowhere): a search index covers only the keys of its own shard, so its queries have no sharded meaning; run FT commands on each shard with ForEachShard.
+// FTSynUpdateWithArgs is refused over several shards (*UnsupportedError, sent nowhere): a search index covers only the keys of its own shard, so its queries have no sharded meaning; run FT commands on each shard with ForEachShard. Over one shard it runs there as sent.
 func (c *ShardedClient) FTSynUpdateWithArgs(ctx context.Context, index string, synGroupId any, options *goredis.FTSynUpdateOptions, terms []any) *goredis.StatusCmd {
 	return c.router.FTSynUpdateWithArgs(ctx, index, synGroupId, options, terms)
 }
 
-// FTTagVals is refused (*UnsupportedError, sent nowhere): a search index covers only the keys of its own shard, so its queries have no sharded meaning; run FT commands on each shard with ForEachShard.
+// FTTagVals is refused over several shards (*UnsupportedError, sent nowhere): a search index covers only the keys of its own shard, so its queries have no sharded meaning; run FT commands on each shard with ForEachShard. Over one shard it runs there as sent.
 func (c *ShardedClient) FTTagVals(ctx context.Context, index string, field string) *goredis.StringSliceCmd {
 	return c.router.FTTagVals(ctx, index, field)
 }
 
-// FT_List is refused (*UnsupportedError, sent nowhere): a search index covers only the keys of its own shard, so its queries have no sharded meaning; run FT commands on each shard with ForEachShard.
+// FT_List is refused over several shards (*UnsupportedError, sent nowhere): a search index covers only the keys of its own shard, so its queries have no sharded meaning; run FT commands on each shard with ForEachShard. Over one shard it runs there as sent.
 func (c *ShardedClient) FT_List(ctx context.Context) *goredis.StringSliceCmd {
 	return c.router.FT_List(ctx)
 }
@@ -1104,7 +1104,7 @@ func (c *ShardedClient) FunctionRestore(ctx context.Context, libDump string) *go
 	return c.router.FunctionRestore(ctx, libDump)
 }
 
-// FunctionStats is refused (*UnsupportedError, sent nowhere): each server reports on itself, and the reports of several do not merge into one server's reply; use ForEachShard or GetShard to run it on chosen shards.
+// FunctionStats is refused over several shards (*UnsupportedError, sent nowhere): each server reports on itself, and the reports of several do not merge into one server's reply; use ForEachShard or GetShard to run it on chosen shards. Over one shard it runs there as sent.
 func (c *ShardedClient) FunctionStats(ctx context.Context) *goredis.FunctionStatsCmd {
 	return c.router.FunctionStats(ctx)
 }
@@ -1424,12 +1424,12 @@ func (c *ShardedClient) IncrEXInt(ctx context.Context, key string, args goredis.
 	return c.router.IncrEXInt(ctx, key, args)
 }
 
-// Info is refused (*UnsupportedError, sent nowhere): each server reports on itself, and the reports of several do not merge into one server's reply; use ForEachShard or GetShard to run it on chosen shards.
+// Info is refused over several shards (*UnsupportedError, sent nowhere): each server reports on itself, and the reports of several do not merge into one server's reply; use ForEachShard or GetShard to run it on chosen shards. Over one shard it runs there as sent.
 func (c *ShardedClient) Info(ctx context.Context, section ...string) *goredis.StringCmd {
 	return c.router.Info(ctx, section...)
 }
 
-// InfoMap is refused (*UnsupportedError, sent nowhere): each server reports on itself, and the reports of several do not merge into one server's reply; use ForEachShard or GetShard to run it on chosen shards.
+// InfoMap is refused over several shards (*UnsupportedError, sent nowhere): each server reports on itself, and the reports of several do not merge into one server's reply; use ForEachShard or GetShard to run it on chosen shards. Over one shard it runs there as sent.
 func (c *ShardedClient) InfoMap(ctx context.Context, section ...string) *goredis.InfoCmd {
 	return c.router.InfoMap(ctx, section...)
 }
@@ -1609,7 +1609,7 @@ func (c *ShardedClient) LLen(ctx context.Context, key string) *goredis.IntCmd {
 	return c.router.LLen(ctx, key)
 }
 
-// LMPop runs LMPOP on the shard of its keys (keys on several shards: a *CrossShardError, sent nowhere).
+// LMPop runs LMPOP on the shard of its keys (keys on several shards: a *CrossShardError, sent nowhere; no key: any one shard).
 func (c *ShardedClient) LMPop(ctx context.Context, direction string, count int64, keys ...string) *goredis.KeyValuesCmd {
 	return c.router.LMPop(ctx, direction, count, keys...)
 }
@@ -1679,7 +1679,7 @@ func (c *ShardedClient) LastSave(ctx context.Context) *goredis.IntCmd {
 	return c.router.LastSave(ctx)
 }
 
-// Latency is refused (*UnsupportedError, sent nowhere): each server reports on itself, and the reports of several do not merge into one server's reply; use ForEachShard or GetShard to run it on chosen shards.
+// Latency is refused over several shards (*UnsupportedError, sent nowhere): each server reports on itself, and the reports of several do not merge into one server's reply; use ForEachShard or GetShard to run it on chosen shards. Over one shard it runs there as sent.
 func (c *ShardedClient) Latency(ctx context.Context) *goredis.LatencyCmd {
 	return c.router.Latency(ctx)
 }
@@ -1699,7 +1699,7 @@ func (c *ShardedClient) MSet(ctx context.Context, values ...any) *goredis.Status
 	return c.router.MSet(ctx, values...)
 }
 
-// MSetEX runs MSETEX on the shard of its keys (keys on several shards: a *CrossShardError, sent nowhere).
+// MSetEX runs MSETEX on the shard of its keys (keys on several shards: a *CrossShardError, sent nowhere; no key: any one shard).
 func (c *ShardedClient) MSetEX(ctx context.Context, args goredis.MSetEXArgs, values ...any) *goredis.IntCmd {
 	return c.router.MSetEX(ctx, args, values...)
 }
@@ -1719,7 +1719,7 @@ func (c *ShardedClient) Migrate(ctx context.Context, host string, port string, k
 	return c.router.Migrate(ctx, host, port, key, db, timeout)
 }
 
-// ModuleLoadex is refused (*UnsupportedError, sent nowhere): it acts on one server, and Redis names no shard for it; use ForEachShard or GetShard to run it on chosen shards.
+// ModuleLoadex is refused over several shards (*UnsupportedError, sent nowhere): it acts on one server, and Redis names no shard for it; use ForEachShard or GetShard to run it on chosen shards. Over one shard it runs there as sent.
 func (c *ShardedClient) ModuleLoadex(ctx context.Context, conf *goredis.ModuleLoadexConfig) *goredis.StringCmd {
 	return c.router.ModuleLoadex(ctx, conf)
 }
@@ -1889,7 +1889,7 @@ func (c *ShardedClient) RenameNX(ctx context.Context, key string, newkey string)
 	return c.router.RenameNX(ctx, key, newkey)
 }
 
-// ReplicaOf is refused (*UnsupportedError, sent nowhere): it acts on one server, and Redis names no shard for it; use ForEachShard or GetShard to run it on chosen shards.
+// ReplicaOf is refused over several shards (*UnsupportedError, sent nowhere): it acts on one server, and Redis names no shard for it; use ForEachShard or GetShard to run it on chosen shards. Over one shard it runs there as sent.
 func (c *ShardedClient) ReplicaOf(ctx context.Context, host string, port string) *goredis.StatusCmd {
 	return c.router.ReplicaOf(ctx, host, port)
 }
@@ -1919,7 +1919,7 @@ func (c *ShardedClient) SDiff(ctx context.Context, keys ...string) *goredis.Stri
 	return c.router.SDiff(ctx, keys...)
 }
 
-// SDiffCard runs SDIFFCARD on the shard of its keys (keys on several shards: a *CrossShardError, sent nowhere).
+// SDiffCard runs SDIFFCARD on the shard of its keys (keys on several shards: a *CrossShardError, sent nowhere; no key: any one shard).
 func (c *ShardedClient) SDiffCard(ctx context.Context, opts *goredis.SDiffCardOptions, keys ...string) *goredis.IntCmd {
 	return c.router.SDiffCard(ctx, opts, keys...)
 }
@@ -1934,7 +1934,7 @@ func (c *ShardedClient) SInter(ctx context.Context, keys ...string) *goredis.Str
 	return c.router.SInter(ctx, keys...)
 }
 
-// SInterCard runs SINTERCARD on the shard of its keys (keys on several shards: a *CrossShardError, sent nowhere).
+// SInterCard runs SINTERCARD on the shard of its keys (keys on several shards: a *CrossShardError, sent nowhere; no key: any one shard).
 func (c *ShardedClient) SInterCard(ctx context.Context, limit int64, keys ...string) *goredis.IntCmd {
 	return c.router.SInterCard(ctx, limit, keys...)
 }
@@ -2009,7 +2009,7 @@ func (c *ShardedClient) SUnion(ctx context.Context, keys ...string) *goredis.Str
 	return c.router.SUnion(ctx, keys...)
 }
 
-// SUnionCard runs SUNIONCARD on the shard of its keys (keys on several shards: a *CrossShardError, sent nowhere).
+// SUnionCard runs SUNIONCARD on the shard of its keys (keys on several shards: a *CrossShardError, sent nowhere; no key: any one shard).
 func (c *ShardedClient) SUnionCard(ctx context.Context, opts *goredis.SUnionCardOptions, keys ...string) *goredis.IntCmd {
 	return c.router.SUnionCard(ctx, opts, keys...)
 }
@@ -2019,7 +2019,7 @@ func (c *ShardedClient) SUnionStore(ctx context.Context, destination string, key
 	return c.router.SUnionStore(ctx, destination, keys...)
 }
 
-// Save is refused (*UnsupportedError, sent nowhere): it acts on one server, and Redis names no shard for it; use ForEachShard or GetShard to run it on chosen shards.
+// Save is refused over several shards (*UnsupportedError, sent nowhere): it acts on one server, and Redis names no shard for it; use ForEachShard or GetShard to run it on chosen shards. Over one shard it runs there as sent.
 func (c *ShardedClient) Save(ctx context.Context) *goredis.StatusCmd {
 	return c.router.Save(ctx)
 }
@@ -2134,27 +2134,27 @@ func (c *ShardedClient) SetXX(ctx context.Context, key string, value any, expira
 	return c.router.SetXX(ctx, key, value, expiration)
 }
 
-// Shutdown is refused (*UnsupportedError, sent nowhere): it acts on one server, and Redis names no shard for it; use ForEachShard or GetShard to run it on chosen shards.
+// Shutdown is refused over several shards (*UnsupportedError, sent nowhere): it acts on one server, and Redis names no shard for it; use ForEachShard or GetShard to run it on chosen shards. Over one shard it runs there as sent.
 func (c *ShardedClient) Shutdown(ctx context.Context) *goredis.StatusCmd {
 	return c.router.Shutdown(ctx)
 }
 
-// ShutdownNoSave is refused (*UnsupportedError, sent nowhere): it acts on one server, and Redis names no shard for it; use ForEachShard or GetShard to run it on chosen shards.
+// ShutdownNoSave is refused over several shards (*UnsupportedError, sent nowhere): it acts on one server, and Redis names no shard for it; use ForEachShard or GetShard to run it on chosen shards. Over one shard it runs there as sent.
 func (c *ShardedClient) ShutdownNoSave(ctx context.Context) *goredis.StatusCmd {
 	return c.router.ShutdownNoSave(ctx)
 }
 
-// ShutdownSave is refused (*UnsupportedError, sent nowhere): it acts on one server, and Redis names no shard for it; use ForEachShard or GetShard to run it on chosen shards.
+// ShutdownSave is refused over several shards (*UnsupportedError, sent nowhere): it acts on one server, and Redis names no shard for it; use ForEachShard or GetShard to run it on chosen shards. Over one shard it runs there as sent.
 func (c *ShardedClient) ShutdownSave(ctx context.Context) *goredis.StatusCmd {
 	return c.router.ShutdownSave(ctx)
 }
 
-// SlaveOf is refused (*UnsupportedError, sent nowhere): it acts on one server, and Redis names no shard for it; use ForEachShard or GetShard to run it on chosen shards.
+// SlaveOf is refused over several shards (*UnsupportedError, sent nowhere): it acts on one server, and Redis names no shard for it; use ForEachShard or GetShard to run it on chosen shards. Over one shard it runs there as sent.
 func (c *ShardedClient) SlaveOf(ctx context.Context, host string, port string) *goredis.StatusCmd {
 	return c.router.SlaveOf(ctx, host, port)
 }
 
-// SlowLogGet is refused (*UnsupportedError, sent nowhere): each server's slow log has its own entry ids and count, so the logs of several do not merge into one; use ForEachShard or GetShard to run it on chosen shards.
+// SlowLogGet is refused over several shards (*UnsupportedError, sent nowhere): each server's slow log has its own entry ids and count, so the logs of several do not merge into one; use ForEachShard or GetShard to run it on chosen shards. Over one shard it runs there as sent.
 func (c *ShardedClient) SlowLogGet(ctx context.Context, num int64) *goredis.SlowLogCmd {
 	return c.router.SlowLogGet(ctx, num)
 }
@@ -2234,7 +2234,7 @@ func (c *ShardedClient) TDigestMax(ctx context.Context, key string) *goredis.Flo
 	return c.router.TDigestMax(ctx, key)
 }
 
-// TDigestMerge runs TDIGEST.MERGE on the shard of its keys (keys on several shards: a *CrossShardError, sent nowhere).
+// TDigestMerge runs TDIGEST.MERGE on the shard of its keys (keys on several shards: a *CrossShardError, sent nowhere; no key: any one shard).
 func (c *ShardedClient) TDigestMerge(ctx context.Context, destKey string, options *goredis.TDigestMergeOptions, sourceKeys ...string) *goredis.StatusCmd {
 	return c.router.TDigestMerge(ctx, destKey, options, sourceKeys...)
 }
@@ -2359,52 +2359,52 @@ func (c *ShardedClient) TSMAdd(ctx context.Context, ktvSlices [][]any) *goredis.
 	return c.router.TSMAdd(ctx, ktvSlices)
 }
 
-// TSMGet is refused (*UnsupportedError, sent nowhere): FILTER selects series on every shard, and go-redis's maps of series do not merge; use ForEachShard or GetShard to run it on chosen shards.
+// TSMGet is refused over several shards (*UnsupportedError, sent nowhere): FILTER selects series on every shard, and go-redis's maps of series do not merge; use ForEachShard or GetShard to run it on chosen shards. Over one shard it runs there as sent.
 func (c *ShardedClient) TSMGet(ctx context.Context, filters []string) *goredis.MapStringSliceInterfaceCmd {
 	return c.router.TSMGet(ctx, filters)
 }
 
-// TSMGetWithArgs is refused (*UnsupportedError, sent nowhere): FILTER selects series on every shard, and go-redis's maps of series do not merge; use ForEachShard or GetShard to run it on chosen shards.
+// TSMGetWithArgs is refused over several shards (*UnsupportedError, sent nowhere): FILTER selects series on every shard, and go-redis's maps of series do not merge; use ForEachShard or GetShard to run it on chosen shards. Over one shard it runs there as sent.
 func (c *ShardedClient) TSMGetWithArgs(ctx context.Context, filters []string, options *goredis.TSMGetOptions) *goredis.MapStringSliceInterfaceCmd {
 	return c.router.TSMGetWithArgs(ctx, filters, options)
 }
 
-// TSMRange is refused (*UnsupportedError, sent nowhere): FILTER selects series on every shard, and go-redis's maps of series do not merge; use ForEachShard or GetShard to run it on chosen shards.
+// TSMRange is refused over several shards (*UnsupportedError, sent nowhere): FILTER selects series on every shard, and go-redis's maps of series do not merge; use ForEachShard or GetShard to run it on chosen shards. Over one shard it runs there as sent.
 func (c *ShardedClient) TSMRange(ctx context.Context, fromTimestamp int, toTimestamp int, filterExpr []string) *goredis.MapStringSliceInterfaceCmd {
 	return c.router.TSMRange(ctx, fromTimestamp, toTimestamp, filterExpr)
 }
 
-// TSMRangeWithArgs is refused (*UnsupportedError, sent nowhere): FILTER selects series on every shard, and go-redis's maps of series do not merge; use ForEachShard or GetShard to run it on chosen shards.
+// TSMRangeWithArgs is refused over several shards (*UnsupportedError, sent nowhere): FILTER selects series on every shard, and go-redis's maps of series do not merge; use ForEachShard or GetShard to run it on chosen shards. Over one shard it runs there as sent.
 func (c *ShardedClient) TSMRangeWithArgs(ctx context.Context, fromTimestamp int, toTimestamp int, filterExpr []string, options *goredis.TSMRangeOptions) *goredis.MapStringSliceInterfaceCmd {
 	return c.router.TSMRangeWithArgs(ctx, fromTimestamp, toTimestamp, filterExpr, options)
 }
 
-// TSMRevRange is refused (*UnsupportedError, sent nowhere): FILTER selects series on every shard, and go-redis's maps of series do not merge; use ForEachShard or GetShard to run it on chosen shards.
+// TSMRevRange is refused over several shards (*UnsupportedError, sent nowhere): FILTER selects series on every shard, and go-redis's maps of series do not merge; use ForEachShard or GetShard to run it on chosen shards. Over one shard it runs there as sent.
 func (c *ShardedClient) TSMRevRange(ctx context.Context, fromTimestamp int, toTimestamp int, filterExpr []string) *goredis.MapStringSliceInterfaceCmd {
 	return c.router.TSMRevRange(ctx, fromTimestamp, toTimestamp, filterExpr)
 }
 
-// TSMRevRangeWithArgs is refused (*UnsupportedError, sent nowhere): FILTER selects series on every shard, and go-redis's maps of series do not merge; use ForEachShard or GetShard to run it on chosen shards.
+// TSMRevRangeWithArgs is refused over several shards (*UnsupportedError, sent nowhere): FILTER selects series on every shard, and go-redis's maps of series do not merge; use ForEachShard or GetShard to run it on chosen shards. Over one shard it runs there as sent.
 func (c *ShardedClient) TSMRevRangeWithArgs(ctx context.Context, fromTimestamp int, toTimestamp int, filterExpr []string, options *goredis.TSMRevRangeOptions) *goredis.MapStringSliceInterfaceCmd {
 	return c.router.TSMRevRangeWithArgs(ctx, fromTimestamp, toTimestamp, filterExpr, options)
 }
 
-// TSNRange runs TS.NRANGE on the shard of its keys (keys on several shards: a *CrossShardError, sent nowhere).
+// TSNRange runs TS.NRANGE on the shard of its keys (keys on several shards: a *CrossShardError, sent nowhere; no key: any one shard).
 func (c *ShardedClient) TSNRange(ctx context.Context, keys []string, fromTimestamp any, toTimestamp any) *goredis.TSNRangePivotRowSliceCmd {
 	return c.router.TSNRange(ctx, keys, fromTimestamp, toTimestamp)
 }
 
-// TSNRangeWithArgs runs TS.NRANGE on the shard of its keys (keys on several shards: a *CrossShardError, sent nowhere).
+// TSNRangeWithArgs runs TS.NRANGE on the shard of its keys (keys on several shards: a *CrossShardError, sent nowhere; no key: any one shard).
 func (c *ShardedClient) TSNRangeWithArgs(ctx context.Context, keys []string, fromTimestamp any, toTimestamp any, options *goredis.TSNRangeOptions) *goredis.TSNRangePivotRowSliceCmd {
 	return c.router.TSNRangeWithArgs(ctx, keys, fromTimestamp, toTimestamp, options)
 }
 
-// TSNRevRange runs TS.NREVRANGE on the shard of its keys (keys on several shards: a *CrossShardError, sent nowhere).
+// TSNRevRange runs TS.NREVRANGE on the shard of its keys (keys on several shards: a *CrossShardError, sent nowhere; no key: any one shard).
 func (c *ShardedClient) TSNRevRange(ctx context.Context, keys []string, fromTimestamp any, toTimestamp any) *goredis.TSNRangePivotRowSliceCmd {
 	return c.router.TSNRevRange(ctx, keys, fromTimestamp, toTimestamp)
 }
 
-// TSNRevRangeWithArgs runs TS.NREVRANGE on the shard of its keys (keys on several shards: a *CrossShardError, sent nowhere).
+// TSNRevRangeWithArgs runs TS.NREVRANGE on the shard of its keys (keys on several shards: a *CrossShardError, sent nowhere; no key: any one shard).
 func (c *ShardedClient) TSNRevRangeWithArgs(ctx context.Context, keys []string, fromTimestamp any, toTimestamp any, options *goredis.TSNRevRangeOptions) *goredis.TSNRangePivotRowSliceCmd {
 	return c.router.TSNRevRangeWithArgs(ctx, keys, fromTimestamp, toTimestamp, options)
 }
@@ -2414,12 +2414,12 @@ func (c *ShardedClient) TSQueryIndex(ctx context.Context, filterExpr []string) *
 	return c.router.TSQueryIndex(ctx, filterExpr)
 }
 
-// TSQueryLabelValues is refused (*UnsupportedError, sent nowhere): label lists of several shards overlap, so they do not merge into one server's list; use ForEachShard or GetShard to run it on chosen shards.
+// TSQueryLabelValues is refused over several shards (*UnsupportedError, sent nowhere): label lists of several shards overlap, so they do not merge into one server's list; use ForEachShard or GetShard to run it on chosen shards. Over one shard it runs there as sent.
 func (c *ShardedClient) TSQueryLabelValues(ctx context.Context, label string, filterExpr []string) *goredis.StringSliceCmd {
 	return c.router.TSQueryLabelValues(ctx, label, filterExpr)
 }
 
-// TSQueryLabels is refused (*UnsupportedError, sent nowhere): label lists of several shards overlap, so they do not merge into one server's list; use ForEachShard or GetShard to run it on chosen shards.
+// TSQueryLabels is refused over several shards (*UnsupportedError, sent nowhere): label lists of several shards overlap, so they do not merge into one server's list; use ForEachShard or GetShard to run it on chosen shards. Over one shard it runs there as sent.
 func (c *ShardedClient) TSQueryLabels(ctx context.Context, filterExpr []string) *goredis.StringSliceCmd {
 	return c.router.TSQueryLabels(ctx, filterExpr)
 }
@@ -2889,17 +2889,17 @@ func (c *ShardedClient) ZCount(ctx context.Context, key string, min string, max 
 	return c.router.ZCount(ctx, key, min, max)
 }
 
-// ZDiff runs ZDIFF on the shard of its keys (keys on several shards: a *CrossShardError, sent nowhere).
+// ZDiff runs ZDIFF on the shard of its keys (keys on several shards: a *CrossShardError, sent nowhere; no key: any one shard).
 func (c *ShardedClient) ZDiff(ctx context.Context, keys ...string) *goredis.StringSliceCmd {
 	return c.router.ZDiff(ctx, keys...)
 }
 
-// ZDiffStore runs ZDIFFSTORE on the shard of its keys (keys on several shards: a *CrossShardError, sent nowhere).
+// ZDiffStore runs ZDIFFSTORE on the shard of its keys (keys on several shards: a *CrossShardError, sent nowhere; no key: any one shard).
 func (c *ShardedClient) ZDiffStore(ctx context.Context, destination string, keys ...string) *goredis.IntCmd {
 	return c.router.ZDiffStore(ctx, destination, keys...)
 }
 
-// ZDiffWithScores runs ZDIFF on the shard of its keys (keys on several shards: a *CrossShardError, sent nowhere).
+// ZDiffWithScores runs ZDIFF on the shard of its keys (keys on several shards: a *CrossShardError, sent nowhere; no key: any one shard).
 func (c *ShardedClient) ZDiffWithScores(ctx context.Context, keys ...string) *goredis.ZSliceCmd {
 	return c.router.ZDiffWithScores(ctx, keys...)
 }
@@ -2909,22 +2909,22 @@ func (c *ShardedClient) ZIncrBy(ctx context.Context, key string, increment float
 	return c.router.ZIncrBy(ctx, key, increment, member)
 }
 
-// ZInter runs ZINTER on the shard of its keys (keys on several shards: a *CrossShardError, sent nowhere).
+// ZInter runs ZINTER on the shard of its keys (keys on several shards: a *CrossShardError, sent nowhere; no key: any one shard).
 func (c *ShardedClient) ZInter(ctx context.Context, store *goredis.ZStore) *goredis.StringSliceCmd {
 	return c.router.ZInter(ctx, store)
 }
 
-// ZInterCard runs ZINTERCARD on the shard of its keys (keys on several shards: a *CrossShardError, sent nowhere).
+// ZInterCard runs ZINTERCARD on the shard of its keys (keys on several shards: a *CrossShardError, sent nowhere; no key: any one shard).
 func (c *ShardedClient) ZInterCard(ctx context.Context, limit int64, keys ...string) *goredis.IntCmd {
 	return c.router.ZInterCard(ctx, limit, keys...)
 }
 
-// ZInterStore runs ZINTERSTORE on the shard of its keys (keys on several shards: a *CrossShardError, sent nowhere).
+// ZInterStore runs ZINTERSTORE on the shard of its keys (keys on several shards: a *CrossShardError, sent nowhere; no key: any one shard).
 func (c *ShardedClient) ZInterStore(ctx context.Context, destination string, store *goredis.ZStore) *goredis.IntCmd {
 	return c.router.ZInterStore(ctx, destination, store)
 }
 
-// ZInterWithScores runs ZINTER on the shard of its keys (keys on several shards: a *CrossShardError, sent nowhere).
+// ZInterWithScores runs ZINTER on the shard of its keys (keys on several shards: a *CrossShardError, sent nowhere; no key: any one shard).
 func (c *ShardedClient) ZInterWithScores(ctx context.Context, store *goredis.ZStore) *goredis.ZSliceCmd {
 	return c.router.ZInterWithScores(ctx, store)
 }
@@ -2934,7 +2934,7 @@ func (c *ShardedClient) ZLexCount(ctx context.Context, key string, min string, m
 	return c.router.ZLexCount(ctx, key, min, max)
 }
 
-// ZMPop runs ZMPOP on the shard of its keys (keys on several shards: a *CrossShardError, sent nowhere).
+// ZMPop runs ZMPOP on the shard of its keys (keys on several shards: a *CrossShardError, sent nowhere; no key: any one shard).
 func (c *ShardedClient) ZMPop(ctx context.Context, order string, count int64, keys ...string) *goredis.ZSliceWithKeyCmd {
 	return c.router.ZMPop(ctx, order, count, keys...)
 }
@@ -3079,17 +3079,17 @@ func (c *ShardedClient) ZScore(ctx context.Context, key string, member string) *
 	return c.router.ZScore(ctx, key, member)
 }
 
-// ZUnion runs ZUNION on the shard of its keys (keys on several shards: a *CrossShardError, sent nowhere).
+// ZUnion runs ZUNION on the shard of its keys (keys on several shards: a *CrossShardError, sent nowhere; no key: any one shard).
 func (c *ShardedClient) ZUnion(ctx context.Context, store goredis.ZStore) *goredis.StringSliceCmd {
 	return c.router.ZUnion(ctx, store)
 }
 
-// ZUnionStore runs ZUNIONSTORE on the shard of its keys (keys on several shards: a *CrossShardError, sent nowhere).
+// ZUnionStore runs ZUNIONSTORE on the shard of its keys (keys on several shards: a *CrossShardError, sent nowhere; no key: any one shard).
 func (c *ShardedClient) ZUnionStore(ctx context.Context, dest string, store *goredis.ZStore) *goredis.IntCmd {
 	return c.router.ZUnionStore(ctx, dest, store)
 }
 
-// ZUnionWithScores runs ZUNION on the shard of its keys (keys on several shards: a *CrossShardError, sent nowhere).
+// ZUnionWithScores runs ZUNION on the shard of its keys (keys on several shards: a *CrossShardError, sent nowhere; no key: any one shard).
 func (c *ShardedClient) ZUnionWithScores(ctx context.Context, store goredis.ZStore) *goredis.ZSliceCmd {
 	return c.router.ZUnionWithScores(ctx, store)
 }

@@ -220,7 +220,9 @@ func TestCmdableMethodsGenerated(t *testing.T) {
 		"// MGet runs MGET split by shard, the parts in parallel, replies merged: values in key order (arrays concatenated for a keyless command).",
 		"// DBSize runs DBSIZE on every shard (once per server for a server-wide command), replies merged: the sum.",
 		"// Echo runs ECHO on any one shard (the first live one).",
-		"// Info is refused (*UnsupportedError, sent nowhere): each server reports on itself, and the reports of several do not merge into one server's reply; use ForEachShard or GetShard to run it on chosen shards.",
+		"// Info is refused over several shards (*UnsupportedError, sent nowhere): each server reports on itself, and the reports of several do not merge into one server's reply; use ForEachShard or GetShard to run it on chosen shards. Over one shard it runs there as sent.",
+		"// ClientTrackingOff is refused (*UnsupportedError, sent nowhere): client-side caching is set per connection; set ClientSideCache in the shards' Options.",
+		"// Eval runs EVAL on the shard of its keys (keys on several shards: a *CrossShardError, sent nowhere; no key: any one shard).",
 		"// Scan runs SCAN on the shards in turn: the cursor holds the shard in its low 16 bits; ejected shards are skipped.",
 	} {
 		if !strings.Contains(string(src), line+"\n") {

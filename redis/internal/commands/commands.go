@@ -315,6 +315,18 @@ func (c *Info) KeyPositions(args []any, f func(pos int)) error {
 	return nil
 }
 
+// CountsKeys reports whether a key specification of the command takes its
+// number of keys from an argument (numkeys, as EVAL and FCALL), which may
+// name none.
+func (c *Info) CountsKeys() bool {
+	for _, s := range c.specs {
+		if s.keynum {
+			return true
+		}
+	}
+	return false
+}
+
 // begin returns where the keys of spec s start in args.
 func (s *keySpec) begin(args []any) (int, bool) {
 	if s.keyword == "" {

@@ -272,6 +272,9 @@ func doc(s methods.Sent) string {
 		if instead == "" {
 			instead = "use ForEachShard or GetShard to run it on chosen shards"
 		}
+		if info.OneServer {
+			return fmt.Sprintf("%s is refused over several shards (*UnsupportedError, sent nowhere): %s; %s. Over one shard it runs there as sent.", s.Method, info.Refused, instead)
+		}
 		return fmt.Sprintf("%s is refused (*UnsupportedError, sent nowhere): %s; %s.", s.Method, info.Refused, instead)
 	case info.Request == commands.Special && info.Name == "scan":
 		return fmt.Sprintf("%s runs %s on the shards in turn: the cursor holds the shard in its low 16 bits; ejected shards are skipped.", s.Method, name)
@@ -283,6 +286,9 @@ func doc(s methods.Sent) string {
 		return fmt.Sprintf("%s runs %s on every shard (once per server for a server-wide command), replies merged: %s.", s.Method, name, merged(info.Response))
 	case keys == 0:
 		return fmt.Sprintf("%s runs %s on any one shard (the first live one).", s.Method, name)
+	}
+	if info.CountsKeys() {
+		return fmt.Sprintf("%s runs %s on the shard of its keys (keys on several shards: a *CrossShardError, sent nowhere; no key: any one shard).", s.Method, name)
 	}
 	return fmt.Sprintf("%s runs %s on the shard of its keys (keys on several shards: a *CrossShardError, sent nowhere).", s.Method, name)
 }
