@@ -84,6 +84,27 @@ func TestSharedOptions(t *testing.T) {
 		got{servers[1].Addr() + "/2", 3, 2 * time.Second, redacted, 0},
 		got{servers[2].Addr() + "/2", 7, 2 * time.Second, redacted, 2})
 
+	// A shard that BeginResharding adds gets them too.
+	fourth := miniredis.RunT(t)
+	fourth.RequireAuth(secret)
+	if err := c.BeginResharding([]ShardOptions{
+		{Name: "a", Addr: servers[0].Addr()},
+		{Name: "b", Addr: servers[1].Addr(), Options: own},
+		{Name: "c", Addr: servers[2].Addr(), Options: &goredis.Options{MaxRetries: 2}},
+		{Name: "d", Addr: fourth.Addr()},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if o := c.ShardOptions()[3]; o.PoolSize != 7 || o.Password != redacted || o.DB != 2 || o.ReadTimeout != 2*time.Second {
+		t.Errorf("shard added by BeginResharding: %+v", o)
+	}
+	if err := c.Set(ctx, keyOn(t, c, 3, 0), "x", 0).Err(); err != nil {
+		t.Errorf("SET on the added shard: %v", err)
+	}
+	if err := c.AbandonResharding(); err != nil {
+		t.Fatal(err)
+	}
+
 	_, err = NewShardedClient(&ShardedOptions{Shards: []ShardOptions{{Addr: servers[0].Addr()}}, Options: &goredis.Options{Addr: "10.0.0.1:6379"}})
 	if want := `shardedcache: ShardedOptions.Options.Addr "10.0.0.1:6379" is set; give each shard its Addr`; err == nil || err.Error() != want {
 		t.Errorf("shared Addr: %v, want %s", err, want)
