@@ -3,7 +3,6 @@ package redis
 import (
 	"context"
 	"errors"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -68,7 +67,6 @@ func TestOptionsAddrWins(t *testing.T) {
 // A shard's maintenance notifications are off unless its options set them;
 // a shard client then starts no goroutine of its own.
 func TestMaintNotificationsDefault(t *testing.T) {
-	before := runtime.NumGoroutine()
 	auto := &maintnotifications.Config{Mode: maintnotifications.ModeAuto}
 	c, err := NewShardedClient(&ShardedOptions{Shards: []ShardOptions{
 		{Addr: "127.0.0.1:1"},
@@ -87,9 +85,11 @@ func TestMaintNotificationsDefault(t *testing.T) {
 	if auto.Mode != maintnotifications.ModeAuto {
 		t.Errorf("the caller's config changed to %q", auto.Mode)
 	}
-	// The third shard's ModeAuto starts its two goroutines; the others none.
-	if got := runtime.NumGoroutine() - before; got != 2 {
-		t.Errorf("%d goroutines started, want 2 (the shard with ModeAuto)", got)
+	// Only the shard with ModeAuto has the machinery (and its goroutines).
+	for i, want := range []bool{false, false, true} {
+		if got := c.Shards()[i].Client.GetMaintNotificationsManager() != nil; got != want {
+			t.Errorf("shard %d: maintenance notifications manager %v, want %v", i, got, want)
+		}
 	}
 }
 
