@@ -107,6 +107,7 @@ type shardProgress struct {
 	mu       sync.Mutex
 	failures []*KeyMoveError // the first maxFailures
 	retry    []string        // every key that failed since the last resume
+	retrying []string        // the keys of retry that Run is moving again (takeRetry)
 }
 
 // ErrNoResharding is returned by NewMigration outside a resharding window.
@@ -259,8 +260,9 @@ func (m *Migration) Run(ctx context.Context) error {
 // then scans on from its cursor (scanShard).
 func (m *Migration) runShard(ctx context.Context, p *shardProgress) error {
 	if retry := p.takeRetry(); len(retry) > 0 {
-		if err := m.onView(p, func(v *view) error { return m.moveFrom(ctx, v, p, retry) }); err != nil {
-			p.addRetry(retry)
+		err := m.onView(p, func(v *view) error { return m.moveFrom(ctx, v, p, retry) })
+		p.endRetry(err != nil)
+		if err != nil {
 			return err
 		}
 	}
@@ -429,28 +431,38 @@ func (p *shardProgress) failuresCopy() []*KeyMoveError {
 	return slices.Clone(p.failures)
 }
 
+// retryCopy returns the keys still to retry: those being moved again
+// (takeRetry) and those that failed since, so that a checkpoint taken
+// while they move again still names them.
 func (p *shardProgress) retryCopy() []string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return slices.Clone(p.retry)
+	return slices.Concat(p.retrying, p.retry)
 }
 
 // takeRetry empties p's retry list and its failures, and returns the keys
-// to retry: a run starts afresh for them.
+// to retry: a run starts afresh for them. They stay in p's checkpoint
+// (retryCopy) until endRetry.
 func (p *shardProgress) takeRetry() []string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	keys := p.retry
-	p.retry, p.failures = nil, nil
+	p.retrying, p.retry, p.failures = keys, nil, nil
 	p.failed.Store(0)
 	return keys
 }
 
-// addRetry puts keys back on p's retry list.
-func (p *shardProgress) addRetry(keys []string) {
+// endRetry ends the retry that takeRetry began: the keys that failed again
+// are on the retry list already; when the retry stopped early (stopped),
+// every key of it goes back on the list.
+func (p *shardProgress) endRetry(stopped bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.retry = append(p.retry, keys...)
+	if stopped {
+		// Less those that failed again, listed already.
+		p.retry = slices.Compact(slices.Sorted(slices.Values(slices.Concat(p.retry, p.retrying))))
+	}
+	p.retrying = nil
 }
 
 // Progress returns each source shard's progress; safe to call while Run

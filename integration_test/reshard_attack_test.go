@@ -1,0 +1,368 @@
+package integration_test
+
+// Attack of the paged migration (read-ahead, InFlight pages per source,
+// exact key locks): live writers each owning a set of keys write, append,
+// increment, delete and recreate them (plain commands, pipelines,
+// TxPipelined, Watch) while Migration.Run moves the keys, is killed and
+// resumed from its checkpoint; then every server's content must equal a
+// plain map of what each key holds, on the key's new owner only.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	shardedredis "github.com/shardedcache/shardedcache/redis"
+)
+
+func TestReshardAttackLiveWriters(t *testing.T) {
+	seeds := []uint64{1, 2, 3}
+	if s := os.Getenv("ATTACK_SEED"); s != "" {
+		n, _ := strconv.ParseUint(s, 10, 64)
+		seeds = []uint64{n}
+	}
+	for _, seed := range seeds {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) { attackRun(t, seed) })
+	}
+}
+
+func attackRun(t *testing.T, seed uint64) {
+	rng := rand.New(rand.NewPCG(seed, 7))
+	shards, direct, c := safetyFixture(t, 5, 3, shardedredis.Health{})
+	const n = 4000
+	const writers = 6
+	want := make([]map[string]string, writers) // key -> value ("" absent)
+	for w := range writers {
+		want[w] = map[string]string{}
+	}
+	key := func(i int) string { return "a:" + strconv.Itoa(i) }
+	if _, err := c.Pipelined(ctx, func(p goredis.Pipeliner) error {
+		for i := range n {
+			v := "v" + strconv.Itoa(i)
+			p.Set(ctx, key(i), v, time.Hour)
+			want[i%writers][key(i)] = v
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// Big keys too.
+	big := string(make([]byte, 300_000))
+	for i := n; i < n+20; i++ {
+		c.Set(ctx, key(i), big, 0)
+		want[i%writers][key(i)] = big
+	}
+	next := []shardedredis.ShardOptions{shards[0], shards[2], shards[3], shards[4]}
+	next[2].Name, next[3].Name = "b", "d"
+	if err := c.BeginResharding(next); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	errs := make(chan error, writers)
+	for w := range writers {
+		wrng := rand.New(rand.NewPCG(seed, uint64(w)+100))
+		wg.Go(func() {
+			m := want[w]
+			for step := 0; ; step++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				i := wrng.IntN(n/writers)*writers + w
+				k := key(i)
+				old := m[k]
+				var err error
+				switch op := wrng.IntN(8); op {
+				case 0:
+					v := fmt.Sprintf("s%d.%d", w, step)
+					err = c.Set(ctx, k, v, time.Hour).Err()
+					m[k] = v
+				case 1:
+					var got int64
+					got, err = c.Del(ctx, k).Result()
+					if err == nil && got != int64(b2i(old != "")) {
+						err = fmt.Errorf("DEL %s = %d, had %q", k, got, old)
+					}
+					delete(m, k)
+				case 2:
+					s := "+" + strconv.Itoa(step)
+					var got int64
+					got, err = c.Append(ctx, k, s).Result()
+					if err == nil && got != int64(len(old+s)) {
+						err = fmt.Errorf("APPEND %s = %d, had %q", k, got, old)
+					}
+					m[k] = old + s
+				case 3:
+					var got string
+					got, err = c.Get(ctx, k).Result()
+					if err == goredis.Nil {
+						err = nil
+					}
+					if err == nil && got != old {
+						err = fmt.Errorf("GET %s = %q, want %q", k, got, old)
+					}
+				case 4: // pipeline of two keys of this writer
+					k2 := key(wrng.IntN(n/writers)*writers + w)
+					if k2 == k {
+						break
+					}
+					v := fmt.Sprintf("p%d.%d", w, step)
+					_, err = c.Pipelined(ctx, func(p goredis.Pipeliner) error {
+						p.Set(ctx, k, v, 0)
+						p.Append(ctx, k2, "!")
+						return nil
+					})
+					m[k] = v
+					m[k2] += "!"
+				case 5: // TxPipelined: DEL then SET (recreate)
+					v := fmt.Sprintf("t%d.%d", w, step)
+					_, err = c.TxPipelined(ctx, func(p goredis.Pipeliner) error {
+						p.Del(ctx, k)
+						p.Set(ctx, k, v, 0)
+						return nil
+					})
+					m[k] = v
+				case 6: // Watch
+					v := fmt.Sprintf("w%d.%d", w, step)
+					err = c.Watch(ctx, func(tx *goredis.Tx) error {
+						got, err := tx.Get(ctx, k).Result()
+						if err == goredis.Nil {
+							err = nil
+						}
+						if err != nil {
+							return err
+						}
+						if got != old {
+							return fmt.Errorf("Watch GET %s = %q, want %q", k, got, old)
+						}
+						_, err = tx.TxPipelined(ctx, func(p goredis.Pipeliner) error {
+							p.Set(ctx, k, got+v, 0)
+							return nil
+						})
+						return err
+					}, k)
+					m[k] = old + v
+				case 7:
+					k2 := key(wrng.IntN(n/writers)*writers + w)
+					err = c.MSet(ctx, k, "m1", k2, "m2").Err()
+					m[k] = "m1"
+					m[k2] = "m2"
+					if k2 == k {
+						m[k] = "m2"
+					}
+				}
+				if err != nil {
+					errs <- fmt.Errorf("writer %d step %d: %w", w, step, err)
+					return
+				}
+			}
+		})
+	}
+	opt := shardedredis.MigrateOptions{BatchSize: 1 + rng.IntN(300), InFlight: 1 + rng.IntN(6), Parallelism: 1 + rng.IntN(4)}
+	if rng.IntN(3) == 0 {
+		opt.KeysPerSecond = float64(5000 + rng.IntN(20000))
+	}
+	t.Logf("options %+v", opt)
+	for run := 0; ; run++ {
+		m, err := c.NewMigration(opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rctx, cancel := context.WithCancel(ctx)
+		if run < 4 {
+			time.AfterFunc(time.Duration(5+rng.IntN(60))*time.Millisecond, cancel)
+		}
+		err = m.Run(rctx)
+		cancel()
+		cp := m.Checkpoint()
+		t.Logf("run %d: %.300v", run, err)
+		if err == nil {
+			break
+		}
+		if me := (*shardedredis.MigrationError)(nil); !errors.Is(err, context.Canceled) && !errors.As(err, &me) {
+			t.Fatalf("run %d: %v", run, err)
+		}
+		opt.Resume = cp
+		if run > 30 {
+			t.Fatal("no end")
+		}
+	}
+	time.Sleep(50 * time.Millisecond)
+	close(stop)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	// Every server's content against the map.
+	all := map[string]string{}
+	for _, m := range want {
+		for k, v := range m {
+			all[k] = v
+		}
+	}
+	owner := func(k string) int { return serverOf(t, c, shards, k) }
+	for si, d := range direct {
+		keys, err := d.Keys(ctx, "*").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			v, err := d.Get(ctx, k).Result()
+			if err != nil {
+				t.Errorf("server %d: GET %s: %v", si, k, err)
+				continue
+			}
+			w, ok := all[k]
+			switch {
+			case !ok:
+				t.Errorf("server %d holds %s = %.20q, which the map does not have", si, k, v)
+			case owner(k) != si:
+				t.Errorf("server %d holds %s, owned by %d", si, k, owner(k))
+			case v != w:
+				t.Errorf("server %d: %s = %.30q, want %.30q", si, k, v, w)
+			}
+		}
+	}
+	for k := range all {
+		if n, _ := direct[owner(k)].Exists(ctx, k).Result(); n != 1 {
+			t.Errorf("%s lost (owner %d)", k, owner(k))
+		}
+	}
+}
+
+// failRestore fails the RESTOREs sent through a shard client as told: each
+// pipeline (or command) holding a RESTORE asks decide, which may block.
+type failRestore struct {
+	decide func(key string) error // nil: send it
+}
+
+func (h failRestore) DialHook(n goredis.DialHook) goredis.DialHook { return n }
+func (h failRestore) ProcessHook(n goredis.ProcessHook) goredis.ProcessHook {
+	return func(ctx context.Context, cmd goredis.Cmder) error {
+		if cmd.Name() == "restore" {
+			if err := h.decide(fmt.Sprint(cmd.Args()[1])); err != nil {
+				cmd.SetErr(err)
+				return err
+			}
+		}
+		return n(ctx, cmd)
+	}
+}
+func (h failRestore) ProcessPipelineHook(n goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []goredis.Cmder) error {
+		for _, cmd := range cmds {
+			if cmd.Name() != "restore" {
+				continue
+			}
+			if err := h.decide(fmt.Sprint(cmd.Args()[1])); err != nil {
+				for _, c := range cmds {
+					c.SetErr(err)
+				}
+				return err
+			}
+		}
+		return n(ctx, cmds)
+	}
+}
+
+// A checkpoint taken while Run retries the keys that failed before (a
+// crash then) still names them: resumed from it, the migration moves them
+// and loses none.
+func TestReshardCheckpointDuringRetryKeepsKeys(t *testing.T) {
+	shards, direct, c := safetyFixture(t, 2, 1, shardedredis.Health{})
+	for i := range 300 {
+		if err := c.Set(ctx, "k"+strconv.Itoa(i), "v"+strconv.Itoa(i), 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.BeginResharding(shards); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var failed string // the key whose first RESTORE failed
+	restores := 0
+	entered, release := make(chan struct{}), make(chan struct{})
+	ctx1, cancel1 := context.WithCancel(ctx)
+	defer cancel1()
+	stage := 1
+	c.Shards()[1].Client.AddHook(failRestore{decide: func(key string) error {
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case stage == 1 && failed == "":
+			failed = key
+			return errors.New("injected RESTORE failure")
+		case stage == 1:
+			if restores++; restores == 3 {
+				cancel1() // run 1 stops past the failed key's page
+			}
+		case stage == 2 && key == failed:
+			stage = 3
+			mu.Unlock()
+			close(entered)
+			<-release // the process dies here: nothing is sent
+			mu.Lock()
+			return errors.New("crashed")
+		}
+		return nil
+	}})
+	opt := shardedredis.MigrateOptions{BatchSize: 1, InFlight: 1, Parallelism: 1}
+	m1, err := c.NewMigration(opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m1.Run(ctx1); !errors.Is(err, context.Canceled) {
+		t.Fatalf("run 1: %v, want context.Canceled", err)
+	}
+	cp1 := m1.Checkpoint()
+	id := "addr:" + shards[0].Addr
+	src := cp1.Shards[id]
+	if src.Cursor == 0 || !slices.Contains(src.Retry, failed) {
+		t.Fatalf("run 1 checkpoint %+v; want a cursor past %s, which is to retry", src, failed)
+	}
+	mu.Lock()
+	stage = 2
+	mu.Unlock()
+	opt.Resume = cp1
+	m2, err := c.NewMigration(opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx2, cancel2 := context.WithCancel(ctx)
+	done := make(chan error)
+	go func() { done <- m2.Run(ctx2) }()
+	<-entered
+	cp2 := m2.Checkpoint() // saved just before the crash
+	cancel2()
+	close(release)
+	<-done
+	got := cp2.Shards[id]
+	if got.Cursor != src.Cursor || !slices.Contains(got.Retry, failed) {
+		t.Errorf("checkpoint taken while %s was retried: %+v; it names %s nowhere", failed, got, failed)
+	}
+	opt.Resume = cp2
+	m3, err := c.NewMigration(opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m3.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := c.Get(ctx, failed).Result(); v != "v"+failed[1:] {
+		n, _ := direct[0].Exists(ctx, failed).Result()
+		t.Errorf("after resuming from that checkpoint: GET %s = %q, %v (left on the old server: %d)", failed, v, err, n)
+	}
+}
