@@ -15,6 +15,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -25,14 +26,18 @@ import (
 )
 
 func TestReshardAttackLiveWriters(t *testing.T) {
-	seeds := []uint64{1, 2, 3}
-	if s := os.Getenv("ATTACK_SEED"); s != "" {
-		n, _ := strconv.ParseUint(s, 10, 64)
-		seeds = []uint64{n}
-	}
-	for _, seed := range seeds {
+	for _, seed := range attackSeeds(1, 2, 3) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) { attackRun(t, seed) })
 	}
+}
+
+// attackSeeds returns $ATTACK_SEED if set, else seeds.
+func attackSeeds(seeds ...uint64) []uint64 {
+	if s := os.Getenv("ATTACK_SEED"); s != "" {
+		n, _ := strconv.ParseUint(s, 10, 64)
+		return []uint64{n}
+	}
+	return seeds
 }
 
 func attackRun(t *testing.T, seed uint64) {
@@ -174,30 +179,7 @@ func attackRun(t *testing.T, seed uint64) {
 		opt.KeysPerSecond = float64(5000 + rng.IntN(20000))
 	}
 	t.Logf("options %+v", opt)
-	for run := 0; ; run++ {
-		m, err := c.NewMigration(opt)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rctx, cancel := context.WithCancel(ctx)
-		if run < 4 {
-			time.AfterFunc(time.Duration(5+rng.IntN(60))*time.Millisecond, cancel)
-		}
-		err = m.Run(rctx)
-		cancel()
-		cp := m.Checkpoint()
-		t.Logf("run %d: %.300v", run, err)
-		if err == nil {
-			break
-		}
-		if me := (*shardedredis.MigrationError)(nil); !errors.Is(err, context.Canceled) && !errors.As(err, &me) {
-			t.Fatalf("run %d: %v", run, err)
-		}
-		opt.Resume = cp
-		if run > 30 {
-			t.Fatal("no end")
-		}
-	}
+	runKilled(t, c, rng, opt, 4, seed%2 == 0)
 	time.Sleep(50 * time.Millisecond)
 	close(stop)
 	wg.Wait()
@@ -364,5 +346,197 @@ func TestReshardCheckpointDuringRetryKeepsKeys(t *testing.T) {
 	if v, err := c.Get(ctx, failed).Result(); v != "v"+failed[1:] {
 		n, _ := direct[0].Exists(ctx, failed).Result()
 		t.Errorf("after resuming from that checkpoint: GET %s = %q, %v (left on the old server: %d)", failed, v, err, n)
+	}
+}
+
+// Counters, hashes and lists written by live INCR, HINCRBY and RPUSH, and
+// keys given a short TTL before or during the migration: once it is over,
+// every counter, hash and list holds what the map says, on its new owner
+// only, and every key given a short TTL has expired everywhere (none was
+// restored without its TTL).
+func TestReshardAttackTypesAndTTLs(t *testing.T) {
+	for _, seed := range attackSeeds(1, 2) {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) { attackTypes(t, seed) })
+	}
+}
+
+func attackTypes(t *testing.T, seed uint64) {
+	rng := rand.New(rand.NewPCG(seed, 9))
+	shards, direct, c := safetyFixture(t, 5, 3, shardedredis.Health{})
+	const n, writers = 3000, 4
+	kinds := []string{"counter", "hash", "list", "short"}
+	key := func(i int) string { return kinds[i%4] + ":" + strconv.Itoa(i) }
+	counts := make([]map[string]int, writers) // counter: value; hash: field f; list: length
+	doomed := make([]map[string]bool, writers)
+	for w := range writers {
+		counts[w], doomed[w] = map[string]int{}, map[string]bool{}
+	}
+	if _, err := c.Pipelined(ctx, func(p goredis.Pipeliner) error {
+		for i := range n {
+			k, w := key(i), i%writers
+			switch i % 4 {
+			case 0:
+				p.Set(ctx, k, i, 0)
+				counts[w][k] = i
+			case 1:
+				p.HSet(ctx, k, "f", i)
+				p.Expire(ctx, k, time.Hour)
+				counts[w][k] = i
+			case 2:
+				p.RPush(ctx, k, "x")
+				counts[w][k] = 1
+			case 3:
+				p.Set(ctx, k, "s", time.Duration(50+rng.IntN(400))*time.Millisecond)
+				doomed[w][k] = true
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	next := []shardedredis.ShardOptions{shards[1], shards[3], shards[4]}
+	next[1].Name, next[2].Name = "a", "d"
+	if err := c.BeginResharding(next); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	errs := make(chan error, writers)
+	for w := range writers {
+		wrng := rand.New(rand.NewPCG(seed, uint64(w)+200))
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				i := wrng.IntN(n/writers)*writers + w
+				k := key(i)
+				if doomed[w][k] {
+					continue
+				}
+				var err error
+				var got int64
+				switch i % 4 {
+				case 0:
+					got, err = c.Incr(ctx, k).Result()
+					counts[w][k]++
+				case 1:
+					got, err = c.HIncrBy(ctx, k, "f", 1).Result()
+					counts[w][k]++
+				case 2:
+					got, err = c.RPush(ctx, k, "x").Result()
+					counts[w][k]++
+				}
+				if err == nil && got != int64(counts[w][k]) {
+					err = fmt.Errorf("%s: %d, want %d", k, got, counts[w][k])
+				}
+				if err == nil && wrng.IntN(20) == 0 {
+					err = c.PExpire(ctx, k, time.Duration(20+wrng.IntN(300))*time.Millisecond).Err()
+					doomed[w][k] = true
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	opt := shardedredis.MigrateOptions{BatchSize: 1 + rng.IntN(200), InFlight: 1 + rng.IntN(4), Parallelism: 1 + rng.IntN(3)}
+	t.Logf("options %+v", opt)
+	runKilled(t, c, rng, opt, 3, seed%2 == 1)
+	close(stop)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	time.Sleep(400 * time.Millisecond) // past every short TTL
+	for si, d := range direct {
+		keys, err := d.Keys(ctx, "*").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range keys {
+			i, _ := strconv.Atoi(k[strings.IndexByte(k, ':')+1:])
+			w := i % writers
+			if doomed[w][k] {
+				ttl, _ := d.PTTL(ctx, k).Result()
+				t.Errorf("server %d holds %s, which was to expire (PTTL %v)", si, k, ttl)
+				continue
+			}
+			if o := serverOf(t, c, shards, k); o != si {
+				t.Errorf("server %d holds %s, owned by %d", si, k, o)
+				continue
+			}
+			var got int
+			switch i % 4 {
+			case 0:
+				got, err = d.Get(ctx, k).Int()
+			case 1:
+				got, err = d.HGet(ctx, k, "f").Int()
+				if ttl, _ := d.TTL(ctx, k).Result(); err == nil && (ttl <= 0 || ttl > time.Hour) {
+					err = fmt.Errorf("TTL %v, want at most an hour", ttl)
+				}
+			case 2:
+				var l int64
+				l, err = d.LLen(ctx, k).Result()
+				got = int(l)
+			}
+			if err != nil || got != counts[w][k] {
+				t.Errorf("server %d: %s = %d, %v; want %d", si, k, got, err, counts[w][k])
+			}
+			delete(counts[w], k)
+		}
+	}
+	for w := range writers {
+		for k := range counts[w] {
+			if !doomed[w][k] {
+				t.Errorf("%s lost", k)
+			}
+		}
+	}
+}
+
+// runKilled runs the migration of c's window with opt to its end, killed
+// (its context canceled) kills times at random moments and resumed each
+// time: from the checkpoint of the run that ended, or, with crash, from
+// the last checkpoint sampled (every 200 us) while it ran, as a process
+// that saves its checkpoint now and then and dies resumes. A
+// *MigrationError (a key timed out under the race detector) is resumed too.
+func runKilled(t *testing.T, c *shardedredis.ShardedClient, rng *rand.Rand, opt shardedredis.MigrateOptions, kills int, crash bool) {
+	t.Helper()
+	for run := 0; ; run++ {
+		m, err := c.NewMigration(opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rctx, cancel := context.WithCancel(ctx)
+		if run < kills {
+			time.AfterFunc(time.Duration(5+rng.IntN(80))*time.Millisecond, cancel)
+		}
+		saved := opt.Resume
+		sampled := make(chan struct{})
+		go func() {
+			defer close(sampled)
+			for rctx.Err() == nil {
+				saved = m.Checkpoint()
+				time.Sleep(200 * time.Microsecond)
+			}
+		}()
+		err = m.Run(rctx)
+		cancel()
+		<-sampled
+		if err == nil {
+			return
+		}
+		if me := (*shardedredis.MigrationError)(nil); !errors.Is(err, context.Canceled) && !errors.As(err, &me) || run > 30 {
+			t.Fatalf("run %d: %v", run, err)
+		}
+		opt.Resume = m.Checkpoint()
+		if crash {
+			opt.Resume = saved
+		}
 	}
 }
