@@ -288,7 +288,7 @@ func TestReshardCheckpointDuringRetryKeepsKeys(t *testing.T) {
 			failed = key
 			return errors.New("injected RESTORE failure")
 		case stage == 1:
-			if restores++; restores == 3 {
+			if restores++; restores == 10 {
 				cancel1() // run 1 stops past the failed key's page
 			}
 		case stage == 2 && key == failed:
