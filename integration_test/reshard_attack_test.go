@@ -71,109 +71,92 @@ func attackRun(t *testing.T, seed uint64) {
 	if err := c.BeginResharding(next); err != nil {
 		t.Fatal(err)
 	}
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	errs := make(chan error, writers)
-	for w := range writers {
-		wrng := rand.New(rand.NewPCG(seed, uint64(w)+100))
-		wg.Go(func() {
-			m := want[w]
-			for step := 0; ; step++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				i := wrng.IntN(n/writers)*writers + w
-				k := key(i)
-				old := m[k]
-				var err error
-				switch op := wrng.IntN(8); op {
-				case 0:
-					v := fmt.Sprintf("s%d.%d", w, step)
-					err = c.Set(ctx, k, v, time.Hour).Err()
-					m[k] = v
-				case 1:
-					var got int64
-					got, err = c.Del(ctx, k).Result()
-					if err == nil && got != int64(b2i(old != "")) {
-						err = fmt.Errorf("DEL %s = %d, had %q", k, got, old)
-					}
-					delete(m, k)
-				case 2:
-					s := "+" + strconv.Itoa(step)
-					var got int64
-					got, err = c.Append(ctx, k, s).Result()
-					if err == nil && got != int64(len(old+s)) {
-						err = fmt.Errorf("APPEND %s = %d, had %q", k, got, old)
-					}
-					m[k] = old + s
-				case 3:
-					var got string
-					got, err = c.Get(ctx, k).Result()
-					if err == goredis.Nil {
-						err = nil
-					}
-					if err == nil && got != old {
-						err = fmt.Errorf("GET %s = %q, want %q", k, got, old)
-					}
-				case 4: // pipeline of two keys of this writer
-					k2 := key(wrng.IntN(n/writers)*writers + w)
-					if k2 == k {
-						break
-					}
-					v := fmt.Sprintf("p%d.%d", w, step)
-					_, err = c.Pipelined(ctx, func(p goredis.Pipeliner) error {
-						p.Set(ctx, k, v, 0)
-						p.Append(ctx, k2, "!")
-						return nil
-					})
-					m[k] = v
-					m[k2] += "!"
-				case 5: // TxPipelined: DEL then SET (recreate)
-					v := fmt.Sprintf("t%d.%d", w, step)
-					_, err = c.TxPipelined(ctx, func(p goredis.Pipeliner) error {
-						p.Del(ctx, k)
-						p.Set(ctx, k, v, 0)
-						return nil
-					})
-					m[k] = v
-				case 6: // Watch
-					v := fmt.Sprintf("w%d.%d", w, step)
-					err = c.Watch(ctx, func(tx *goredis.Tx) error {
-						got, err := tx.Get(ctx, k).Result()
-						if err == goredis.Nil {
-							err = nil
-						}
-						if err != nil {
-							return err
-						}
-						if got != old {
-							return fmt.Errorf("Watch GET %s = %q, want %q", k, got, old)
-						}
-						_, err = tx.TxPipelined(ctx, func(p goredis.Pipeliner) error {
-							p.Set(ctx, k, got+v, 0)
-							return nil
-						})
-						return err
-					}, k)
-					m[k] = old + v
-				case 7:
-					k2 := key(wrng.IntN(n/writers)*writers + w)
-					err = c.MSet(ctx, k, "m1", k2, "m2").Err()
-					m[k] = "m1"
-					m[k2] = "m2"
-					if k2 == k {
-						m[k] = "m2"
-					}
+	stopWriters := liveWriters(t, seed, writers, n, func(w int, wrng *rand.Rand, step, i int) error {
+		m := want[w]
+		k := key(i)
+		old := m[k]
+		var err error
+		switch op := wrng.IntN(8); op {
+		case 0:
+			v := fmt.Sprintf("s%d.%d", w, step)
+			err = c.Set(ctx, k, v, time.Hour).Err()
+			m[k] = v
+		case 1:
+			var got int64
+			got, err = c.Del(ctx, k).Result()
+			if err == nil && got != int64(b2i(old != "")) {
+				err = fmt.Errorf("DEL %s = %d, had %q", k, got, old)
+			}
+			delete(m, k)
+		case 2:
+			s := "+" + strconv.Itoa(step)
+			var got int64
+			got, err = c.Append(ctx, k, s).Result()
+			if err == nil && got != int64(len(old+s)) {
+				err = fmt.Errorf("APPEND %s = %d, had %q", k, got, old)
+			}
+			m[k] = old + s
+		case 3:
+			var got string
+			got, err = c.Get(ctx, k).Result()
+			if err == goredis.Nil {
+				err = nil
+			}
+			if err == nil && got != old {
+				err = fmt.Errorf("GET %s = %q, want %q", k, got, old)
+			}
+		case 4: // pipeline of two keys of this writer
+			k2 := key(wrng.IntN(n/writers)*writers + w)
+			if k2 == k {
+				break
+			}
+			v := fmt.Sprintf("p%d.%d", w, step)
+			_, err = c.Pipelined(ctx, func(p goredis.Pipeliner) error {
+				p.Set(ctx, k, v, 0)
+				p.Append(ctx, k2, "!")
+				return nil
+			})
+			m[k] = v
+			m[k2] += "!"
+		case 5: // TxPipelined: DEL then SET (recreate)
+			v := fmt.Sprintf("t%d.%d", w, step)
+			_, err = c.TxPipelined(ctx, func(p goredis.Pipeliner) error {
+				p.Del(ctx, k)
+				p.Set(ctx, k, v, 0)
+				return nil
+			})
+			m[k] = v
+		case 6: // Watch
+			v := fmt.Sprintf("w%d.%d", w, step)
+			err = c.Watch(ctx, func(tx *goredis.Tx) error {
+				got, err := tx.Get(ctx, k).Result()
+				if err == goredis.Nil {
+					err = nil
 				}
 				if err != nil {
-					errs <- fmt.Errorf("writer %d step %d: %w", w, step, err)
-					return
+					return err
 				}
+				if got != old {
+					return fmt.Errorf("Watch GET %s = %q, want %q", k, got, old)
+				}
+				_, err = tx.TxPipelined(ctx, func(p goredis.Pipeliner) error {
+					p.Set(ctx, k, got+v, 0)
+					return nil
+				})
+				return err
+			}, k)
+			m[k] = old + v
+		case 7:
+			k2 := key(wrng.IntN(n/writers)*writers + w)
+			err = c.MSet(ctx, k, "m1", k2, "m2").Err()
+			m[k] = "m1"
+			m[k2] = "m2"
+			if k2 == k {
+				m[k] = "m2"
 			}
-		})
-	}
+		}
+		return err
+	})
 	opt := shardedredis.MigrateOptions{BatchSize: 1 + rng.IntN(300), InFlight: 1 + rng.IntN(6), Parallelism: 1 + rng.IntN(4)}
 	if rng.IntN(3) == 0 {
 		opt.KeysPerSecond = float64(5000 + rng.IntN(20000))
@@ -181,12 +164,7 @@ func attackRun(t *testing.T, seed uint64) {
 	t.Logf("options %+v", opt)
 	runKilled(t, c, rng, opt, 4, seed%2 == 0)
 	time.Sleep(50 * time.Millisecond)
-	close(stop)
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Error(err)
-	}
+	stopWriters()
 	// Every server's content against the map.
 	all := map[string]string{}
 	for _, m := range want {
@@ -399,59 +377,37 @@ func attackTypes(t *testing.T, seed uint64) {
 	if err := c.BeginResharding(next); err != nil {
 		t.Fatal(err)
 	}
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	errs := make(chan error, writers)
-	for w := range writers {
-		wrng := rand.New(rand.NewPCG(seed, uint64(w)+200))
-		wg.Go(func() {
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				i := wrng.IntN(n/writers)*writers + w
-				k := key(i)
-				if doomed[w][k] {
-					continue
-				}
-				var err error
-				var got int64
-				switch i % 4 {
-				case 0:
-					got, err = c.Incr(ctx, k).Result()
-					counts[w][k]++
-				case 1:
-					got, err = c.HIncrBy(ctx, k, "f", 1).Result()
-					counts[w][k]++
-				case 2:
-					got, err = c.RPush(ctx, k, "x").Result()
-					counts[w][k]++
-				}
-				if err == nil && got != int64(counts[w][k]) {
-					err = fmt.Errorf("%s: %d, want %d", k, got, counts[w][k])
-				}
-				if err == nil && wrng.IntN(20) == 0 {
-					err = c.PExpire(ctx, k, time.Duration(20+wrng.IntN(300))*time.Millisecond).Err()
-					doomed[w][k] = true
-				}
-				if err != nil {
-					errs <- err
-					return
-				}
-			}
-		})
-	}
+	stopWriters := liveWriters(t, seed, writers, n, func(w int, wrng *rand.Rand, _, i int) error {
+		k := key(i)
+		if doomed[w][k] {
+			return nil
+		}
+		var err error
+		var got int64
+		switch i % 4 {
+		case 0:
+			got, err = c.Incr(ctx, k).Result()
+			counts[w][k]++
+		case 1:
+			got, err = c.HIncrBy(ctx, k, "f", 1).Result()
+			counts[w][k]++
+		case 2:
+			got, err = c.RPush(ctx, k, "x").Result()
+			counts[w][k]++
+		}
+		if err == nil && got != int64(counts[w][k]) {
+			err = fmt.Errorf("%s: %d, want %d", k, got, counts[w][k])
+		}
+		if err == nil && wrng.IntN(20) == 0 {
+			err = c.PExpire(ctx, k, time.Duration(20+wrng.IntN(300))*time.Millisecond).Err()
+			doomed[w][k] = true
+		}
+		return err
+	})
 	opt := shardedredis.MigrateOptions{BatchSize: 1 + rng.IntN(200), InFlight: 1 + rng.IntN(4), Parallelism: 1 + rng.IntN(3)}
 	t.Logf("options %+v", opt)
 	runKilled(t, c, rng, opt, 3, seed%2 == 1)
-	close(stop)
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Error(err)
-	}
+	stopWriters()
 	time.Sleep(400 * time.Millisecond) // past every short TTL
 	for si, d := range direct {
 		keys, err := d.Keys(ctx, "*").Result()
@@ -537,6 +493,40 @@ func runKilled(t *testing.T, c *shardedredis.ShardedClient, rng *rand.Rand, opt 
 		opt.Resume = m.Checkpoint()
 		if crash {
 			opt.Resume = saved
+		}
+	}
+}
+
+// liveWriters starts writers goroutines, writer w calling op with its own
+// random source, its step count and one of its keys' indices i (i mod
+// writers = w, i < n), until op fails or stopWriters is called;
+// stopWriters waits for them and fails t with each writer's error.
+func liveWriters(t *testing.T, seed uint64, writers, n int, op func(w int, rng *rand.Rand, step, i int) error) (stopWriters func()) {
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	errs := make(chan error, writers)
+	for w := range writers {
+		rng := rand.New(rand.NewPCG(seed, uint64(w)+100))
+		wg.Go(func() {
+			for step := 0; ; step++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if err := op(w, rng, step, rng.IntN(n/writers)*writers+w); err != nil {
+					errs <- fmt.Errorf("writer %d step %d: %w", w, step, err)
+					return
+				}
+			}
+		})
+	}
+	return func() {
+		close(stop)
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Error(err)
 		}
 	}
 }
