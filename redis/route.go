@@ -111,17 +111,21 @@ func keysOf(v *view, cmd goredis.Cmder, ks *keyShards) error {
 	ks.info, ks.shard = nil, noKeys
 	info, err := commands.Lookup(args)
 	switch {
+	case err == nil:
 	case errors.Is(err, commands.ErrArity):
 		return err
-	case err != nil:
+	default:
 		return &UnsupportedError{Command: cmd.Name(), Reason: err.Error()}
 	}
-	*ks = keyShards{v: v, info: info, args: args, shard: noKeys, pending: ks.pending}
+	// Field by field, keeping pending: this runs for every command of a
+	// pipeline, and a whole-struct store costs more.
+	ks.v, ks.info, ks.args, ks.all, ks.err, ks.owners, ks.nkeys = v, info, args, nil, nil, nil, 0
 	switch err := info.KeyPositions(args, ks.add); {
+	case err == nil:
 	case errors.Is(err, commands.ErrArity):
 		ks.shard = noKeys // keys found before the arity check do not count
 		return err
-	case err != nil:
+	default:
 		return &UnsupportedError{Command: info.Name, Reason: err.Error()}
 	}
 	return ks.err
@@ -155,9 +159,10 @@ func route(v *view, cmd goredis.Cmder, r *keyShards) error {
 	switch {
 	case r.info != nil && r.info.Refused != "":
 		return refusal(r.info, cmd)
+	case err == nil:
 	case errors.Is(err, commands.ErrArity):
 		return nil // r.shard is noKeys
-	case err != nil:
+	default:
 		return err
 	}
 	switch info := r.info; {

@@ -35,11 +35,14 @@ type serverState struct {
 
 // stateful reports whether cmd is one that serverState follows.
 func stateful(cmd goredis.Cmder) bool {
-	switch cmd.Name() {
-	case "function", "config":
-		return true
+	// The name as sent, not cmd.Name(), which lowers it: this runs for every
+	// command of a pipeline.
+	args := cmd.Args()
+	if len(args) == 0 {
+		return false
 	}
-	return false
+	name, _ := commands.Arg(args[0])
+	return strings.EqualFold(name, "function") || strings.EqualFold(name, "config")
 }
 
 // done records what cmds, which ran under s.mu held shared, did to the

@@ -296,7 +296,8 @@ func (c *Info) KeyPositions(args []any, f func(pos int)) error {
 	if c.sortLike {
 		return sortKeys(c, args, f)
 	}
-	for _, s := range c.specs {
+	for i := range c.specs {
+		s := &c.specs[i] // not a copy per spec: this is every command's path
 		if s.unknown {
 			return fmt.Errorf("%q: keys cannot be found from its arguments alone", c.Name)
 		}
