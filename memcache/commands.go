@@ -240,24 +240,22 @@ func (c *ShardedClient) GetMultiContext(ctx context.Context, keys []string) (map
 }
 
 // mergeInto returns the union of parts (maps of distinct keys that
-// gomemcache made for this call): the largest, with the others' items
-// copied into it, so that the common case builds no map of its own; an
-// empty map when there are none.
+// gomemcache made for this call): the only non-empty one as it is, else a
+// map made at the size of the union, so that it never grows.
 func mergeInto(parts []map[string]*memcache.Item) map[string]*memcache.Item {
-	largest := -1
+	total, last := 0, -1
 	for j, p := range parts {
-		if largest < 0 || len(p) > len(parts[largest]) {
-			largest = j
+		if len(p) > 0 {
+			total += len(p)
+			last = j
 		}
 	}
-	if largest < 0 || parts[largest] == nil {
-		return map[string]*memcache.Item{}
+	if last >= 0 && total == len(parts[last]) {
+		return parts[last]
 	}
-	items := parts[largest]
-	for j, p := range parts {
-		if j != largest {
-			maps.Copy(items, p)
-		}
+	items := make(map[string]*memcache.Item, total)
+	for _, p := range parts {
+		maps.Copy(items, p)
 	}
 	return items
 }
@@ -384,41 +382,56 @@ func (c *ShardedClient) onEveryShard(ctx context.Context, name string, op func(*
 // failed, a *MultiShardError; a shard that has not answered when ctx ends
 // fails with ctx.Err().
 func fanOut[T any](ctx context.Context, v *view, name string, shards []int, call func(j int, m *memcache.Client) (T, error)) ([]T, error) {
-	results := make([]T, len(shards))
-	errs := make([]error, len(shards))
-	var pending atomic.Int32
-	if pending.Add(int32(len(shards))) == 0 {
+	f := &fan[T]{ctx: ctx, v: v, shards: shards, call: call, results: make([]T, len(shards)), errs: make([]error, len(shards))}
+	if f.pending.Add(int32(len(shards))) == 0 {
 		v.Release()
-	}
-	one := func(j int) {
-		i := shards[j]
-		run := func() (T, error) {
-			defer func() {
-				if pending.Add(-1) == 0 {
-					v.Release()
-				}
-			}()
-			r, err := call(j, v.Client(i))
-			v.Report(context.Background(), i, err) // gomemcache took no context (see finish)
-			return r, err
-		}
-		if ctx.Done() == nil {
-			results[j], errs[j] = run() // ctx never ends: no goroutine for the call
-		} else {
-			results[j], errs[j] = withContext(ctx, run, nil)
-		}
 	}
 	// Each shard on a goroutine of its own but the last, which runs on the
 	// caller's.
 	var wg sync.WaitGroup
 	for j := range len(shards) - 1 {
-		wg.Go(func() { one(j) })
+		wg.Go(func() { f.one(j) })
 	}
 	if len(shards) > 0 {
-		one(len(shards) - 1)
+		f.one(len(shards) - 1)
 	}
 	wg.Wait()
-	return results, multiErr(v, name, shards, errs)
+	return f.results, multiErr(f.v, name, shards, f.errs)
+}
+
+// fan is one call of fanOut: one allocation for its state, whatever the
+// number of shards.
+type fan[T any] struct {
+	ctx     context.Context
+	v       *view
+	shards  []int
+	call    func(j int, m *memcache.Client) (T, error)
+	results []T
+	errs    []error
+	pending atomic.Int32 // calls not returned yet; the last releases v
+}
+
+// one runs the call of shards[j] into results[j] and errs[j]: in the
+// calling goroutine when ctx never ends, else in one of its own that ctx
+// may abandon (see withContext).
+func (f *fan[T]) one(j int) {
+	if f.ctx.Done() == nil {
+		f.results[j], f.errs[j] = f.run(j)
+	} else {
+		f.results[j], f.errs[j] = withContext(f.ctx, func() (T, error) { return f.run(j) }, nil)
+	}
+}
+
+func (f *fan[T]) run(j int) (T, error) {
+	defer func() {
+		if f.pending.Add(-1) == 0 {
+			f.v.Release()
+		}
+	}()
+	i := f.shards[j]
+	r, err := f.call(j, f.v.Client(i))
+	f.v.Report(context.Background(), i, err) // gomemcache took no context (see finish)
+	return r, err
 }
 
 // withContext runs fn and returns its result, or, if ctx is done first,

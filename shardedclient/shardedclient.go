@@ -303,18 +303,27 @@ func (v *View[C]) FullRing() *ring.Ring { return v.full }
 // to its index in keys, so that per-shard replies can be put back in order.
 // Shards that own none of the keys get no group.
 func (v *View[C]) GroupKeys(keys []string) []Group {
+	// Five allocations whatever the number of shards: every group's keys
+	// and positions are carved from one array each.
 	owner := make([]int, len(keys))
-	count := make([]int, len(v.shards))
+	count := make([]int, 2*len(v.shards)) // count[shard], then slot[shard]: its index in groups
+	slot := count[len(v.shards):]
+	ngroups := 0
 	for i, k := range keys {
 		owner[i] = v.live.Locate(k)
+		if count[owner[i]] == 0 {
+			ngroups++
+		}
 		count[owner[i]]++
 	}
-	slot := make([]int, len(v.shards)) // shard -> index in groups
-	var groups []Group
-	for shard, n := range count {
+	groups := make([]Group, 0, ngroups)
+	flatKeys, flatPos := make([]string, len(keys)), make([]int, len(keys))
+	at := 0
+	for shard, n := range count[:len(v.shards)] {
 		if n > 0 {
 			slot[shard] = len(groups)
-			groups = append(groups, Group{Shard: shard, Keys: make([]string, 0, n), Positions: make([]int, 0, n)})
+			groups = append(groups, Group{Shard: shard, Keys: flatKeys[at:at:at+n], Positions: flatPos[at:at:at+n]})
+			at += n
 		}
 	}
 	for i, k := range keys {
