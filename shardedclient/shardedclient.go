@@ -322,7 +322,7 @@ func (v *View[C]) GroupKeys(keys []string) []Group {
 	for shard, n := range count[:len(v.shards)] {
 		if n > 0 {
 			slot[shard] = len(groups)
-			groups = append(groups, Group{Shard: shard, Keys: flatKeys[at:at:at+n], Positions: flatPos[at:at:at+n]})
+			groups = append(groups, Group{Shard: shard, Keys: flatKeys[at : at : at+n], Positions: flatPos[at : at : at+n]})
 			at += n
 		}
 	}
