@@ -217,8 +217,8 @@ func moveKeys(ctx context.Context, v *view, keys []shardedclient.MovingKey) erro
 
 // moveBatch moves keys from their old owner to their new one, three round
 // trips for any number of keys: DUMP and PTTL on the old owners, RESTORE
-// (never REPLACE: see BeginResharding) on the new ones, DEL on the old ones
-// of the keys that the new owner now holds. One key's failure does not
+// (never REPLACE: see BeginResharding) on the new ones, one DEL on each old
+// owner of the keys that the new owner now holds. One key's failure does not
 // stop the others. The caller holds the keys' locks.
 func moveBatch(ctx context.Context, v *view, keys []shardedclient.MovingKey) moveCounts {
 	var counts moveCounts
@@ -262,8 +262,9 @@ func moveBatch(ctx context.Context, v *view, keys []shardedclient.MovingKey) mov
 		groups[k.To] = append(groups[k.To], restores[i])
 	}
 	execGroups(ctx, v, groups)
-	dels := make([]*goredis.IntCmd, len(keys))
-	groups = make([][]goredis.Cmder, v.Len())
+	// One DEL per old owner for every key whose new owner now holds it.
+	dels := make([]*goredis.IntCmd, v.Len()) // by old owner
+	delArgs := make([][]any, v.Len())
 	for i, k := range keys {
 		if restores[i] == nil {
 			continue
@@ -273,19 +274,29 @@ func moveBatch(ctx context.Context, v *view, keys []shardedclient.MovingKey) mov
 		case strings.HasPrefix(err.Error(), "BUSYKEY"):
 		default:
 			fail(k, err)
+			restores[i] = nil
 			continue
 		}
-		dels[i] = goredis.NewIntCmd(ctx, "del", k.Key)
-		groups[k.From] = append(groups[k.From], dels[i])
+		if delArgs[k.From] == nil {
+			delArgs[k.From] = []any{"del"}
+		}
+		delArgs[k.From] = append(delArgs[k.From], k.Key)
+	}
+	groups = make([][]goredis.Cmder, v.Len())
+	for from, args := range delArgs {
+		if args != nil {
+			dels[from] = goredis.NewIntCmd(ctx, args...)
+			groups[from] = []goredis.Cmder{dels[from]}
+		}
 	}
 	execGroups(ctx, v, groups)
 	for i, k := range keys {
 		switch {
-		case dels[i] == nil:
-		case dels[i].Err() != nil:
+		case restores[i] == nil:
+		case dels[k.From].Err() != nil:
 			// On both shards now: the next move of the key finds BUSYKEY
 			// and deletes the old copy.
-			fail(k, fmt.Errorf("deleting the old copy: %w", dels[i].Err()))
+			fail(k, fmt.Errorf("deleting the old copy: %w", dels[k.From].Err()))
 		case restores[i].Err() == nil:
 			counts.moved++
 		default:
