@@ -12,6 +12,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -124,10 +125,15 @@ func TestReshardKillAndResume(t *testing.T) {
 	var cp *shardedredis.Checkpoint
 	for stop := range 2 {
 		// Stop the run once it has moved another sixth of the keys.
-		if err := runUntil(m, int64(len(moving)/6)); !errors.Is(err, context.Canceled) {
-			t.Fatalf("run %d: %v, want context.Canceled (stopped midway)", stop+1, err)
+		if err := runUntil(m, int64(len(moving)/6)); err != context.Canceled {
+			t.Fatalf("run %d: %v, want context.Canceled itself (stopped midway)", stop+1, err)
 		}
 		runs = append(runs, m.Progress())
+		for _, p := range runs[stop] {
+			if p.Failed != 0 || len(p.Failures) != 0 {
+				t.Fatalf("run %d, stopped by its context: %s failed %d keys (%v), want none (cut short is not failed)", stop+1, p.Shard, p.Failed, p.Failures)
+			}
+		}
 		cp = m.Checkpoint()
 		if w := c.Window(); w == nil || cp.Window != w.ID || len(cp.Shards) != 3 {
 			t.Fatalf("checkpoint %+v of window %v", cp, w)
@@ -330,5 +336,103 @@ func checkResumed(t *testing.T, direct []*goredis.Client, keys []string, to map[
 		case w.ttl != 0 && (pttl > w.ttl || pttl < w.ttl-time.Since(written)):
 			t.Fatalf("%s has TTL %v, want between %v and %v", k, pttl, w.ttl-time.Since(written), w.ttl)
 		}
+	}
+}
+
+// cancelOn cancels a context when a command named name (a migration's
+// SCAN of a source, or the RESTOREs of a batch on the new owner) is about
+// to be sent, alone or in a pipeline, and then sends it under that context:
+// the run is cut short in flight.
+type cancelOn struct {
+	name   string
+	cancel context.CancelFunc
+	hits   atomic.Int32
+}
+
+func (h *cancelOn) DialHook(next goredis.DialHook) goredis.DialHook { return next }
+
+func (h *cancelOn) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
+	return func(ctx context.Context, cmd goredis.Cmder) error {
+		h.see([]goredis.Cmder{cmd})
+		return next(ctx, cmd)
+	}
+}
+
+func (h *cancelOn) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []goredis.Cmder) error {
+		h.see(cmds)
+		return next(ctx, cmds)
+	}
+}
+
+func (h *cancelOn) see(cmds []goredis.Cmder) {
+	if slices.ContainsFunc(cmds, func(c goredis.Cmder) bool { return c.Name() == h.name }) && h.hits.Add(1) == 1 {
+		h.cancel()
+	}
+}
+
+// TestReshardCancelMidBatch stops a migration by its context while a SCAN
+// or a batch is in flight: Run returns context.Canceled itself (not a
+// shard's error wrapping it), the keys cut short are not counted as
+// failed, and the resumed run moves every key.
+func TestReshardCancelMidBatch(t *testing.T) {
+	for _, name := range []string{"scan", "restore"} {
+		t.Run(name, func(t *testing.T) { testReshardCancelOn(t, name) })
+	}
+}
+
+func testReshardCancelOn(t *testing.T, name string) {
+	shards, direct, c := safetyFixture(t, 3, 2, shardedredis.Health{})
+	const n = 2000
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = "cut:" + strconv.Itoa(i)
+		if err := c.Set(ctx, keys[i], i, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.BeginResharding(shards); err != nil {
+		t.Fatal(err)
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	h := &cancelOn{name: name, cancel: cancel}
+	c.AddHook(h)
+	m, err := c.NewMigration(shardedredis.MigrateOptions{BatchSize: 50, Parallelism: 1, InFlight: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Run(runCtx); err != context.Canceled {
+		t.Fatalf("Run cut short at a %s: %v (%T), want context.Canceled itself", name, err, err)
+	}
+	if h.hits.Load() == 0 {
+		t.Fatalf("no %s was sent: the run was not cut short there", name)
+	}
+	for _, p := range m.Progress() {
+		if p.Failed != 0 || len(p.Failures) != 0 {
+			t.Fatalf("%s: %d failed (%v) after a cancel, want 0: cut short is not failed", p.Shard, p.Failed, p.Failures)
+		}
+	}
+	m2, err := c.NewMigration(shardedredis.MigrateOptions{Resume: m.Checkpoint()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m2.Run(ctx); err != nil {
+		t.Fatalf("resumed run: %v", err)
+	}
+	for i, k := range keys {
+		to := serverOf(t, c, shards, k)
+		for s, d := range direct {
+			got, err := d.Get(ctx, k).Result()
+			switch {
+			case s == to && (err != nil || got != strconv.Itoa(i)):
+				t.Fatalf("%s on its owner %d: %q, %v; want %d", k, s, got, err, i)
+			case s != to && err != goredis.Nil:
+				t.Fatalf("%s also on server %d (%q, %v); its owner is %d", k, s, got, err, to)
+			}
+		}
+	}
+	if c.Window() != nil {
+		t.Fatal("the window is still open after the resumed run finished")
 	}
 }

@@ -206,8 +206,9 @@ func (e *MigrationError) Unwrap() []error {
 // stale copies it finds (keys the shard owned neither before nor after the
 // move). A key that fails to move stays on its old owner and does not stop
 // the others. Run returns ctx's error if ctx ends (resume with Checkpoint),
-// a *MigrationError naming the keys and shards it could not move or scan
-// (an ejected source shard is not scanned), or nil once every key of every
+// (the keys it was moving then are left for the resumed run, not counted
+// as failed), a *MigrationError naming the keys and shards it could not
+// move or scan (an ejected source shard is not scanned), or nil once every key of every
 // source has moved. Then the window is migrated: unless KeepWindow, Run
 // ends it. Running it again after it finished moves nothing.
 func (m *Migration) Run(ctx context.Context) error {
@@ -240,6 +241,9 @@ func (m *Migration) Run(ctx context.Context) error {
 		})
 	}
 	if err := g.Wait(); err != nil {
+		if cause := ctx.Err(); cause != nil && isContextErr(err) {
+			return cause // not a shard's error that wraps it
+		}
 		return err
 	}
 	var failed []*KeyMoveError
@@ -411,17 +415,24 @@ func isContextErr(err error) bool {
 	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }
 
-// add counts the outcomes of one batch.
+// add counts the outcomes of one batch. A key cut short by the end of Run's
+// context goes on the retry list without counting as failed: resuming
+// moves it.
 func (p *shardProgress) add(c moveCounts) {
 	p.moved.Add(int64(c.moved))
 	p.onOwner.Add(int64(c.onOwner))
 	p.gone.Add(int64(c.gone))
-	p.failed.Add(int64(len(c.failed)))
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.failures = append(p.failures, c.failed[:min(len(c.failed), maxFailures-len(p.failures))]...)
 	for _, f := range c.failed {
 		p.retry = append(p.retry, f.Key)
+		if isContextErr(f.Err) {
+			continue
+		}
+		p.failed.Add(1)
+		if len(p.failures) < maxFailures {
+			p.failures = append(p.failures, f)
+		}
 	}
 }
 
