@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -326,5 +327,36 @@ func waitFor(t *testing.T, cond func() bool) {
 		if time.Now().After(deadline) {
 			t.Fatal("condition not reached within a minute")
 		}
+	}
+}
+
+// Once the keys are in the cluster shard, BeginResharding with a list that
+// would take keys out of it is refused before anything changes (a migration
+// cannot scan a cluster shard).
+func TestClusterShardIsNoMigrationSource(t *testing.T) {
+	m := newClusterMove(t, 400, nil)
+	cs := m.clusterShard(false)
+	if err := m.c.BeginClusterMove(cs); err != nil {
+		t.Fatal(err)
+	}
+	mig, err := m.c.NewMigration(shardedredis.MigrateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := mig.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cluster := m.c.Shards()[0]
+	extra := shardedredis.ShardOptions{Name: "redis-x", Addr: sharedRedis(t, 4)[3].addr}
+	err = m.c.BeginResharding([]shardedredis.ShardOptions{{Name: cluster.Name, Cluster: &cs}, extra})
+	var unsupported *shardedredis.UnsupportedError
+	if !errors.As(err, &unsupported) || unsupported.Command != "beginresharding" || !strings.Contains(err.Error(), "a Redis Cluster") {
+		t.Fatalf("BeginResharding taking keys out of the cluster shard: %v; want an *UnsupportedError naming it", err)
+	}
+	if m.c.Window() != nil || len(m.c.Shards()) != 1 {
+		t.Fatalf("after the refusal: window %v, %d shards; want no window and the cluster shard alone", m.c.Window(), len(m.c.Shards()))
+	}
+	if got := m.c.Get(ctx, "k:5").Val(); got != "5" {
+		t.Fatalf("GET k:5 after the refusal = %q, want 5", got)
 	}
 }

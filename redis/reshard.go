@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -74,11 +75,16 @@ var ErrReshardingWindow = errors.New("shardedcache: ForEachShard is not availabl
 // otherwise land on its old owner after the move): give blocking commands
 // a timeout. Every client of the same shards must switch at the same time:
 // a client still on the old ring would write keys to their old owners. It
-// returns the errors of SetShards, ErrMoveInProgress, and the failure to
+// returns the errors of SetShards, ErrMoveInProgress, an *UnsupportedError
+// for a list that would move keys out of a Redis Cluster shard (a
+// migration cannot scan a cluster), and the failure to
 // remove stale copies (a *shardedclient.ShardError naming the shard: a
 // shard of the new list that cannot be reached, ejected or not, refuses the
 // window), in which case nothing changes.
 func (c *ShardedClient) BeginResharding(shards []ShardOptions) error {
+	if err := c.clusterSourceErr(shards); err != nil {
+		return err
+	}
 	return c.switchShards(shards, func(sh []Shard, prepare func(*view) error) error {
 		return c.shards.BeginMove(sh, func(v *view) error {
 			if err := prepare(v); err != nil {
@@ -87,6 +93,32 @@ func (c *ShardedClient) BeginResharding(shards []ShardOptions) error {
 			return dropStale(context.Background(), v)
 		})
 	})
+}
+
+// clusterSourceErr refuses, with an *UnsupportedError naming the shard, a
+// new shard list that would move keys out of a Redis Cluster shard (one
+// that BeginClusterMove made): a migration scans its sources with one SCAN
+// cursor per shard, which a cluster does not have, so such a window could
+// only be abandoned. Keys may move into a cluster shard, and a cluster
+// shard may stay with its share.
+func (c *ShardedClient) clusterSourceErr(shards []ShardOptions) error {
+	cur := c.shards.AllShards()
+	if !slices.ContainsFunc(cur, func(sh Shard) bool { return clusterClient(sh.Client) != nil }) {
+		return nil
+	}
+	diff, err := c.PlanResharding(shards)
+	if err != nil {
+		return err
+	}
+	for _, m := range diff.Moves {
+		if sh := cur[m.From]; clusterClient(sh.Client) != nil {
+			return &UnsupportedError{Command: "beginresharding",
+				Reason: fmt.Sprintf("%.2f%% of the hash space would leave shard %d %q (%s), a Redis Cluster: a migration cannot scan keys out of a cluster shard",
+					m.Share*100, m.From, sh.Name, sh.Addr),
+				Instead: "give the cluster shard the same share in the new list, or move keys out of the cluster with the cluster's own tools"}
+		}
+	}
+	return nil
 }
 
 // Window returns the resharding window in progress (its ID is that of the
