@@ -1,0 +1,240 @@
+package integration_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	shardedredis "github.com/shardedcache/shardedcache/redis"
+)
+
+// delHook, on the old owner's client, deletes the keys of gone from the
+// server (as a concurrent DEL would) before the DUMPs of a pipeline reach
+// it, and fails the first DEL that names failKey, recording its keys.
+type delHook struct {
+	direct  *goredis.Client
+	gone    map[string]bool
+	failKey string
+	mu      *sync.Mutex
+	failed  *[]string
+}
+
+func (h delHook) DialHook(n goredis.DialHook) goredis.DialHook { return n }
+
+func (h delHook) ProcessHook(n goredis.ProcessHook) goredis.ProcessHook {
+	return func(ctx context.Context, cmd goredis.Cmder) error {
+		if err := h.before(ctx, []goredis.Cmder{cmd}); err != nil {
+			return err
+		}
+		return n(ctx, cmd)
+	}
+}
+
+func (h delHook) ProcessPipelineHook(n goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []goredis.Cmder) error {
+		if err := h.before(ctx, cmds); err != nil {
+			return err
+		}
+		return n(ctx, cmds)
+	}
+}
+
+func (h delHook) before(ctx context.Context, cmds []goredis.Cmder) error {
+	for _, cmd := range cmds {
+		args := cmd.Args()
+		switch cmd.Name() {
+		case "dump":
+			if k := fmt.Sprint(args[1]); h.gone[k] {
+				if err := h.direct.Del(ctx, k).Err(); err != nil {
+					return err
+				}
+			}
+		case "del":
+			h.mu.Lock()
+			hit := false
+			if len(*h.failed) == 0 {
+				for _, a := range args[1:] {
+					hit = hit || fmt.Sprint(a) == h.failKey
+				}
+			}
+			if hit {
+				for _, a := range args[1:] {
+					*h.failed = append(*h.failed, fmt.Sprint(a))
+				}
+			}
+			h.mu.Unlock()
+			if hit {
+				err := errors.New("injected DEL failure")
+				for _, c := range cmds {
+					c.SetErr(err)
+				}
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// TestReviewMigrationCounts runs a migration from one server to two in
+// which some keys were written on their new owner in the window (BUSYKEY),
+// some are deleted between the SCAN and the DUMP, and the DEL of one batch
+// fails: the progress counts each key once, exactly where it belongs, and
+// every server holds exactly what a plain map says; a second migration
+// then moves the keys whose DEL failed.
+func TestReviewMigrationCounts(t *testing.T) {
+	shards, direct, c := safetyFixture(t, 2, 1, shardedredis.Health{})
+	next, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: shards})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer next.Close()
+	const n = 600
+	want := map[string]string{}
+	var moving []string
+	for i := range n {
+		k := "mc:" + strconv.Itoa(i)
+		ttl := time.Duration(0)
+		if i%3 == 0 {
+			ttl = time.Hour
+		}
+		if err := c.Set(ctx, k, "v"+strconv.Itoa(i), ttl).Err(); err != nil {
+			t.Fatal(err)
+		}
+		want[k] = "v" + strconv.Itoa(i)
+		if next.GetShardInfo(k).Index == 1 {
+			moving = append(moving, k)
+		}
+	}
+	if len(moving) < 100 {
+		t.Fatalf("only %d keys move", len(moving))
+	}
+	if err := c.BeginResharding(shards); err != nil {
+		t.Fatal(err)
+	}
+	busy, gone := map[string]bool{}, map[string]bool{}
+	for _, k := range moving[:30] {
+		busy[k] = true
+		if err := direct[1].Set(ctx, k, "new:"+k, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		want[k] = "new:" + k
+	}
+	for _, k := range moving[30:50] {
+		gone[k] = true
+		delete(want, k)
+	}
+	var mu sync.Mutex
+	var failedDel []string
+	c.Shards()[0].Client.AddHook(delHook{direct: direct[0], gone: gone, failKey: moving[len(moving)/2], mu: &mu, failed: &failedDel})
+
+	m, err := c.NewMigration(shardedredis.MigrateOptions{BatchSize: 40, InFlight: 1, Parallelism: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = m.Run(ctx)
+	var merr *shardedredis.MigrationError
+	if !errors.As(err, &merr) {
+		t.Fatalf("run 1: %v, want a *MigrationError", err)
+	}
+	if len(failedDel) < 2 {
+		t.Fatalf("the failed DEL named %d keys; want a batch", len(failedDel))
+	}
+	failed := map[string]bool{}
+	busyFailed := 0
+	for _, k := range failedDel {
+		failed[k] = true
+		if busy[k] {
+			busyFailed++
+		}
+	}
+	if len(merr.Keys) != len(failed) {
+		t.Errorf("run 1 failed %d keys, want the %d of the failed DEL", len(merr.Keys), len(failed))
+	}
+	for _, ke := range merr.Keys {
+		if !failed[ke.Key] {
+			t.Errorf("run 1 failed %s, not in the failed DEL", ke.Key)
+		}
+	}
+	p := m.Progress()
+	if len(p) != 1 {
+		t.Fatalf("progress of %d sources", len(p))
+	}
+	got := p[0]
+	wantP := shardedredis.ShardProgress{
+		Scanned:    n,
+		Owned:      int64(n - len(moving)),
+		Moved:      int64(len(moving) - len(busy) - len(gone) - len(failed) + busyFailed),
+		OnNewOwner: int64(len(busy) - busyFailed),
+		Gone:       int64(len(gone)),
+		Failed:     int64(len(failed)),
+	}
+	if got.Scanned != wantP.Scanned || got.Owned != wantP.Owned || got.Moved != wantP.Moved ||
+		got.OnNewOwner != wantP.OnNewOwner || got.Gone != wantP.Gone || got.Stale != 0 || got.Failed != wantP.Failed {
+		t.Errorf("run 1 progress: scanned %d owned %d moved %d onNewOwner %d gone %d stale %d failed %d\nwant         scanned %d owned %d moved %d onNewOwner %d gone %d stale 0 failed %d",
+			got.Scanned, got.Owned, got.Moved, got.OnNewOwner, got.Gone, got.Stale, got.Failed,
+			wantP.Scanned, wantP.Owned, wantP.Moved, wantP.OnNewOwner, wantP.Gone, wantP.Failed)
+	}
+	// Every server holds exactly its keys: the failed ones on both.
+	check := func(run int, bothOK map[string]bool) {
+		t.Helper()
+		for i := range n {
+			k := "mc:" + strconv.Itoa(i)
+			onA, onB := holdsValue(t, direct[0], k), holdsValue(t, direct[1], k)
+			v, ok := want[k]
+			newOwner := next.GetShardInfo(k).Index
+			switch {
+			case !ok:
+				if onA != "" || onB != "" {
+					t.Errorf("run %d: %s deleted, yet a=%q b=%q", run, k, onA, onB)
+				}
+			case bothOK[k]:
+				if onA == "" || onB != v {
+					t.Errorf("run %d: %s (DEL failed) a=%q b=%q, want both, b %q", run, k, onA, onB, v)
+				}
+			case newOwner == 0 && (onA != v || onB != ""):
+				t.Errorf("run %d: %s stays on a: a=%q b=%q, want %q on a only", run, k, onA, onB, v)
+			case newOwner == 1 && (onA != "" || onB != v):
+				t.Errorf("run %d: %s moves to b: a=%q b=%q, want %q on b only", run, k, onA, onB, v)
+			}
+			if newOwner == 1 && ok && i%3 == 0 && !busy[k] {
+				if ttl := direct[1].PTTL(ctx, k).Val(); ttl < 50*time.Minute {
+					t.Errorf("run %d: %s moved with PTTL %v, want about 1h", run, k, ttl)
+				}
+			}
+		}
+	}
+	t.Logf("run 1: %+v (busy %d, gone %d, failed DEL of %d keys, %d of them busy)", got, len(busy), len(gone), len(failed), busyFailed)
+	check(1, failed)
+
+	m2, err := c.NewMigration(shardedredis.MigrateOptions{BatchSize: 40, InFlight: 1, Parallelism: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m2.Run(ctx); err != nil {
+		t.Fatalf("run 2: %v", err)
+	}
+	got = m2.Progress()[0]
+	if got.Scanned != int64(n-len(moving)+len(failed)) || got.Owned != int64(n-len(moving)) ||
+		got.OnNewOwner != int64(len(failed)) || got.Moved != 0 || got.Gone != 0 || got.Failed != 0 || got.Stale != 0 {
+		t.Errorf("run 2 progress: scanned %d owned %d moved %d onNewOwner %d gone %d stale %d failed %d; want scanned %d owned %d onNewOwner %d, no other",
+			got.Scanned, got.Owned, got.Moved, got.OnNewOwner, got.Gone, got.Stale, got.Failed,
+			n-len(moving)+len(failed), n-len(moving), len(failed))
+	}
+	check(2, nil)
+}
+
+// holdsValue returns key's string value on server d, "" when it is not there.
+func holdsValue(t *testing.T, d *goredis.Client, key string) string {
+	t.Helper()
+	v, err := d.Get(ctx, key).Result()
+	if err != nil && err != goredis.Nil {
+		t.Fatal(err)
+	}
+	return v
+}
