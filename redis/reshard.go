@@ -294,7 +294,10 @@ func moveBatch(ctx context.Context, v *view, keys []shardedclient.MovingKey) mov
 		groups[k.To] = append(groups[k.To], restores[i])
 	}
 	execGroups(ctx, v, groups)
-	// One DEL per old owner for every key whose new owner now holds it.
+	// One DEL per old owner for every key whose new owner now holds it. (An
+	// old owner is never a Redis Cluster shard, whose nodes would refuse a
+	// DEL across hash slots: BeginResharding refuses to take keys out of
+	// one, see clusterSourceErr.)
 	dels := make([]*goredis.IntCmd, v.Len()) // by old owner
 	delArgs := make([][]any, v.Len())
 	for i, k := range keys {

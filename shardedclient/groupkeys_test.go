@@ -8,7 +8,7 @@ import (
 
 // Groups carved from one array do not alias: appending to one group's Keys
 // or Positions changes no other group.
-func TestReviewGroupKeysAppendDoesNotAlias(t *testing.T) {
+func TestGroupKeysAppendDoesNotAlias(t *testing.T) {
 	s, _ := newTest(t, nil)
 	keys := make([]string, 60)
 	for i := range keys {

@@ -12,18 +12,18 @@ import (
 	shardedredis "github.com/shardedcache/shardedcache/redis"
 )
 
-// TestReviewPipelineMix sends the same random pipelines, each mixing
+// TestPipelineMix sends the same random pipelines, each mixing
 // keyless commands, multi-key commands split over shards, calls that break
 // a command's arity, refused commands and plain ones, through a client over
 // three servers and to one plain redis-server: every reply and error is
 // the same (a refused command aside: an *UnsupportedError, sent nowhere),
 // and so is every key's value afterwards.
-func TestReviewPipelineMix(t *testing.T) {
+func TestPipelineMix(t *testing.T) {
 	t.Run("steady", func(t *testing.T) { pipelineMix(t, false) })
 	t.Run("window", func(t *testing.T) { pipelineMix(t, true) })
 }
 
-// pipelineMix is TestReviewPipelineMix; in a resharding window from two
+// pipelineMix is TestPipelineMix; in a resharding window from two
 // servers to three when window (no DBSIZE then: the old copies count).
 func pipelineMix(t *testing.T, window bool) {
 	procs := sharedRedis(t, 4)

@@ -12,11 +12,11 @@ import (
 	shardedmc "github.com/shardedcache/shardedcache/memcache"
 )
 
-// TestReviewGetMultiShapes runs GetMulti on four real memcacheds with keys
+// TestGetMultiShapes runs GetMulti on four real memcacheds with keys
 // on one, two and four shards, duplicates, misses and no key at all: the
 // map holds exactly the hits, each with its value, and every call's map is
 // its own (writing into one changes no other call's).
-func TestReviewGetMultiShapes(t *testing.T) {
+func TestGetMultiShapes(t *testing.T) {
 	var opts []shardedmc.ShardOptions
 	for i := range 4 {
 		opts = append(opts, shardedmc.ShardOptions{Name: "mc-" + strconv.Itoa(i), Addr: startRealMemcached(t).addr})

@@ -81,13 +81,13 @@ func (h delHook) before(ctx context.Context, cmds []goredis.Cmder) error {
 	return nil
 }
 
-// TestReviewMigrationCounts runs a migration from one server to two in
+// TestMigrationCounts runs a migration from one server to two in
 // which some keys were written on their new owner in the window (BUSYKEY),
 // some are deleted between the SCAN and the DUMP, and the DEL of one batch
 // fails: the progress counts each key once, exactly where it belongs, and
 // every server holds exactly what a plain map says; a second migration
 // then moves the keys whose DEL failed.
-func TestReviewMigrationCounts(t *testing.T) {
+func TestMigrationCounts(t *testing.T) {
 	shards, direct, c := safetyFixture(t, 2, 1, shardedredis.Health{})
 	next, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: shards})
 	if err != nil {
