@@ -108,7 +108,7 @@ func (c *ShardedClient) clusterSourceErr(shards []ShardOptions) error {
 	}
 	diff, err := c.PlanResharding(shards)
 	if err != nil {
-		return err
+		return fmt.Errorf("shardedcache: BeginResharding: the shard list has a Redis Cluster shard, and no exact plan tells whether keys would leave it: %w", err)
 	}
 	for _, m := range diff.Moves {
 		if sh := cur[m.From]; clusterClient(sh.Client) != nil {
