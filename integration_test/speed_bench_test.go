@@ -398,9 +398,11 @@ func BenchmarkSpeed(b *testing.B) {
 	}
 	b.Run("NewClient-1000-shards", func(b *testing.B) { benchNewClient1000(b) })
 	b.Run("Migration", func(b *testing.B) { benchMigration(b, r.addrs, shardedredis.MigrateOptions{}) })
-	b.Run("Migration-limited", func(b *testing.B) {
-		benchMigration(b, r.addrs, shardedredis.MigrateOptions{KeysPerSecond: migrationLimit})
-	})
+	for _, limit := range migrationLimits {
+		b.Run(fmt.Sprintf("Migration-limited-%dk", limit/1000), func(b *testing.B) {
+			benchMigration(b, r.addrs, shardedredis.MigrateOptions{KeysPerSecond: float64(limit)})
+		})
+	}
 
 	memcachedPath(b)
 	mc := newSpeedMemcache(b)
@@ -570,9 +572,10 @@ func waitGoroutines(tb testing.TB, n int) {
 // shards hold them, a fourth joins and takes about a quarter.
 const migrationKeys = 200000
 
-// migrationLimit is the KeysPerSecond of the rate-limited migration: keys
-// scanned, of which about a quarter move.
-const migrationLimit = 100000
+// migrationLimits are the KeysPerSecond of the rate-limited migrations:
+// keys scanned, of which about a quarter move. They trace how the live
+// GETs' p99 grows with the migration's rate.
+var migrationLimits = []int{25000, 100000, 200000}
 
 // benchMigration moves what a fourth redis-server takes over of
 // migrationKeys string keys on three (one round per iteration), with opt,
