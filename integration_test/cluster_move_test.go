@@ -360,3 +360,94 @@ func TestClusterShardIsNoMigrationSource(t *testing.T) {
 		t.Fatalf("GET k:5 after the refusal = %q, want 5", got)
 	}
 }
+
+// PlanClusterMove reports, exactly, the keys of the shards by the master
+// that will serve them, the keys the masters hold now (which
+// BeginClusterMove deletes), and a key group that one Jedis key tag keeps
+// on one shard today but Redis Cluster splits over two slots; it writes
+// nothing.
+func TestPlanClusterMove(t *testing.T) {
+	const n = 400
+	m := newClusterMove(t, n, nil)
+	cc := goredis.NewClusterClient(m.clusterShard(false).Options)
+	defer cc.Close()
+	if err := cc.ForEachMaster(ctx, func(ctx context.Context, master *goredis.Client) error {
+		return master.FlushAll(ctx).Err()
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// Two keys with one Jedis key tag in two Redis slots, and a few keys
+	// already on the cluster.
+	var split []string
+	for i := 0; len(split) < 2 && i < 10000; i++ {
+		k := "{}}" + strconv.Itoa(i)
+		if len(split) == 0 {
+			split = append(split, k)
+			continue
+		}
+		t0, _ := ring.KeyTag(split[0])
+		t1, ok := ring.KeyTag(k)
+		if ok && t0 == t1 && shardedredis.Slot(k) != shardedredis.Slot(split[0]) {
+			split = append(split, k)
+		}
+	}
+	if len(split) != 2 {
+		t.Fatalf("no two keys with one Jedis tag in two slots among the candidates: %q", split)
+	}
+	for _, k := range split {
+		if err := m.c.Set(ctx, k, "v", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 7 {
+		if err := cc.Set(ctx, "already:"+strconv.Itoa(i), i, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	plan, err := m.c.PlanClusterMove(ctx, m.clusterShard(false).Options, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plan.Scanned != n+2 {
+		t.Fatalf("Scanned = %d, want %d", plan.Scanned, n+2)
+	}
+	want := map[string]int64{} // master -> keys whose slot it serves
+	slots, err := cc.ClusterSlots(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := split
+	for i := range n {
+		keys = append(keys, "k:"+strconv.Itoa(i))
+	}
+	for _, k := range keys {
+		s := shardedredis.Slot(k)
+		for _, r := range slots {
+			if s >= r.Start && s <= r.End {
+				want[r.Nodes[0].Addr]++
+			}
+		}
+	}
+	var existing, slotCount int64
+	for _, node := range plan.Nodes {
+		if node.Keys != want[node.Addr] {
+			t.Fatalf("master %s: %d keys planned, want %d (%+v)", node.Addr, node.Keys, want[node.Addr], plan.Nodes)
+		}
+		existing += node.Existing
+		slotCount += int64(node.Slots)
+	}
+	if existing != 7 || slotCount != 16384 || len(plan.Nodes) != 3 {
+		t.Fatalf("plan: %d keys on the cluster (want 7), %d slots (want 16384), %d masters (want 3):\n%s", existing, slotCount, len(plan.Nodes), plan)
+	}
+	if plan.GroupsSplit != 1 || len(plan.Groups) != 1 || len(plan.Groups[0].Slots) != 2 {
+		t.Fatalf("split groups: %d %+v, want the one of %q", plan.GroupsSplit, plan.Groups, split)
+	}
+	if !strings.Contains(plan.String(), "which BeginClusterMove deletes") {
+		t.Fatalf("the plan does not say that the cluster's keys will be deleted:\n%s", plan)
+	}
+	for i := range 7 { // the plan wrote nothing
+		if got, err := cc.Get(ctx, "already:"+strconv.Itoa(i)).Result(); err != nil || got != strconv.Itoa(i) {
+			t.Fatalf("already:%d after the plan: %q, %v", i, got, err)
+		}
+	}
+}

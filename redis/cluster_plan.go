@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync"
 
 	goredis "github.com/redis/go-redis/v9"
 
@@ -36,6 +37,10 @@ type ClusterNodePlan struct {
 	Slots int      // the number of hash slots it serves, of 16384
 	Keys  int64    // the scanned keys whose slot it serves
 	Range []string // its slot ranges, as "0-5460"
+	// Existing is the number of keys the master holds now (DBSIZE): all of
+	// them are deleted by BeginClusterMove, which takes any key on the
+	// cluster for a stale copy (see BeginClusterMove).
+	Existing int64
 }
 
 // KeyGroup is keys with one Jedis key tag that Redis Cluster puts in
@@ -51,8 +56,12 @@ func (p *ClusterPlan) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d keys scanned; the cluster's masters:\n", p.Scanned)
 	for _, n := range p.Nodes {
-		fmt.Fprintf(&b, "  %-21s %5d slots (%s)  %d keys (%.1f%%)\n", n.Addr, n.Slots, strings.Join(n.Range, ","),
+		fmt.Fprintf(&b, "  %-21s %5d slots (%s)  %d keys (%.1f%%)", n.Addr, n.Slots, strings.Join(n.Range, ","),
 			n.Keys, 100*float64(n.Keys)/float64(max(p.Scanned, 1)))
+		if n.Existing > 0 {
+			fmt.Fprintf(&b, "; holds %d keys now, which BeginClusterMove deletes", n.Existing)
+		}
+		b.WriteByte('\n')
 	}
 	fmt.Fprintf(&b, "%d key group(s) with one Jedis key tag would span several hash slots", p.GroupsSplit)
 	for _, g := range p.Groups {
@@ -65,8 +74,9 @@ func (p *ClusterPlan) String() string {
 // SLOTS) and scans up to sample keys of every shard (0: every key; SCAN,
 // COUNT 1000) to report, before BeginClusterMove, how the keys would spread
 // over the cluster's masters and which key groups would be split across
-// hash slots (see ClusterPlan). It creates and closes its own cluster
-// client, and writes nothing. It returns ErrReshardingWindow inside a
+// hash slots (see ClusterPlan), and how many keys each master holds now,
+// which BeginClusterMove would delete. It creates and closes its own
+// cluster client, and writes nothing. It returns ErrReshardingWindow inside a
 // window, the cluster's error (unreachable, not a cluster) and a shard's
 // *shardedclient.ShardError.
 func (c *ShardedClient) PlanClusterMove(ctx context.Context, opt *goredis.ClusterOptions, sample int64) (*ClusterPlan, error) {
@@ -91,6 +101,24 @@ func (c *ShardedClient) PlanClusterMove(ctx context.Context, opt *goredis.Cluste
 		for slot := s.Start; slot <= s.End; slot++ {
 			owner[slot] = i
 		}
+	}
+	var mu sync.Mutex
+	err = cc.ForEachMaster(ctx, func(ctx context.Context, master *goredis.Client) error {
+		n, err := master.DBSize(ctx).Result()
+		if err != nil {
+			return fmt.Errorf("master %s: DBSIZE: %w", master.Options().Addr, err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if i := slices.IndexFunc(p.Nodes, func(n ClusterNodePlan) bool { return n.Addr == master.Options().Addr }); i >= 0 {
+			p.Nodes[i].Existing = n
+		} else if n > 0 { // a master that serves no slot
+			p.Nodes = append(p.Nodes, ClusterNodePlan{Addr: master.Options().Addr, Existing: n})
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("shardedcache: reading the cluster's keys: %w", err)
 	}
 	groups := map[string]map[int]string{} // tag -> slot -> a key
 	v := c.shards.Pin()
