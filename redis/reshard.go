@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -19,11 +18,16 @@ import (
 // to) pair of shards, the share of the hash space that changes owner). It
 // creates no client.
 func (c *ShardedClient) PlanResharding(shards []ShardOptions) (ring.Diff, error) {
+	return c.shards.Plan(c.nodes(shards))
+}
+
+// nodes returns the ring nodes of shards.
+func (c *ShardedClient) nodes(shards []ShardOptions) []ring.Node {
 	nodes := make([]ring.Node, len(shards))
 	for i, so := range shards {
 		nodes[i] = ring.Node{Name: so.Name, Weight: so.Weight, Addr: addrOf(c.build.withShared(so))}
 	}
-	return c.shards.Plan(nodes)
+	return nodes
 }
 
 // ErrMigrationIncomplete is returned by EndResharding before the window's
@@ -102,16 +106,23 @@ func (c *ShardedClient) BeginResharding(shards []ShardOptions) error {
 // only be abandoned. Keys may move into a cluster shard, and a cluster
 // shard may stay with its share.
 func (c *ShardedClient) clusterSourceErr(shards []ShardOptions) error {
-	cur := c.shards.AllShards()
-	if !slices.ContainsFunc(cur, func(sh Shard) bool { return clusterClient(sh.Client) != nil }) {
+	v := c.shards.Acquire() // one list for the plan and its shard indices
+	defer v.Release()
+	isCluster := func(i int) bool { return clusterClient(v.Client(i)) != nil }
+	hasCluster := false
+	for i := range v.Len() {
+		hasCluster = hasCluster || isCluster(i)
+	}
+	if !hasCluster {
 		return nil
 	}
-	diff, err := c.PlanResharding(shards)
+	diff, err := v.Plan(c.nodes(shards))
 	if err != nil {
 		return fmt.Errorf("shardedcache: BeginResharding: the shard list has a Redis Cluster shard, and no exact plan tells whether keys would leave it: %w", err)
 	}
 	for _, m := range diff.Moves {
-		if sh := cur[m.From]; clusterClient(sh.Client) != nil {
+		if isCluster(m.From) {
+			sh := v.Shard(m.From)
 			return &UnsupportedError{Command: "beginresharding",
 				Reason: fmt.Sprintf("%.2f%% of the hash space would leave shard %d %q (%s), a Redis Cluster: a migration cannot scan keys out of a cluster shard",
 					m.Share*100, m.From, sh.Name, sh.Addr),

@@ -242,10 +242,14 @@ func (v *View[C]) PreviousIndex(i int) int { return v.prevIdx[i] }
 // Plan returns the exact change of ownership that moving to nodes (the new
 // shard list's names, weights and addresses) would make: ring.Compare of the
 // current ring and the new one.
-func (s *Sharded[C]) Plan(nodes []ring.Node) (ring.Diff, error) {
-	target, err := ring.New(nodes, s.preset)
+func (s *Sharded[C]) Plan(nodes []ring.Node) (ring.Diff, error) { return s.view.Load().Plan(nodes) }
+
+// Plan is Sharded.Plan from v's ring: the Moves' From indices are v's shard
+// indices.
+func (v *View[C]) Plan(nodes []ring.Node) (ring.Diff, error) {
+	target, err := ring.New(nodes, v.parent.preset)
 	if err != nil {
 		return ring.Diff{}, err
 	}
-	return ring.Compare(s.view.Load().live, target)
+	return ring.Compare(v.live, target)
 }
