@@ -117,9 +117,7 @@ func keysOf(v *view, cmd goredis.Cmder, ks *keyShards) error {
 	default:
 		return &UnsupportedError{Command: cmd.Name(), Reason: err.Error()}
 	}
-	// Field by field, keeping pending: this runs for every command of a
-	// pipeline, and a whole-struct store costs more.
-	ks.v, ks.info, ks.args, ks.all, ks.err, ks.owners, ks.nkeys = v, info, args, nil, nil, nil, 0
+	*ks = keyShards{v: v, info: info, args: args, shard: noKeys, pending: ks.pending}
 	switch err := info.KeyPositions(args, ks.add); {
 	case err == nil:
 	case errors.Is(err, commands.ErrArity):
