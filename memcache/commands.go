@@ -212,8 +212,9 @@ func (c *ShardedClient) GetMultiContext(ctx context.Context, keys []string) (map
 	}
 	v, st := c.acquire()
 	var p shardedclient.Pending
-	for _, k := range keys {
-		v.Track(&p, k)
+	owners := make([]int, len(keys))
+	for i, k := range keys {
+		owners[i] = v.Track(&p, k)
 	}
 	if len(p.Moving()) > 0 {
 		return c.getMultiMoving(ctx, v, st, &p, keys)
@@ -222,7 +223,7 @@ func (c *ShardedClient) GetMultiContext(ctx context.Context, keys []string) (map
 		v.Release()
 		return nil, err
 	}
-	groups := v.GroupKeys(keys)
+	groups := v.GroupOwned(keys, owners) // no key located twice
 	shards := make([]int, len(groups))
 	for j, g := range groups {
 		shards[j] = g.Shard

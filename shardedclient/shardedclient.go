@@ -303,23 +303,29 @@ func (v *View[C]) FullRing() *ring.Ring { return v.full }
 // to its index in keys, so that per-shard replies can be put back in order.
 // Shards that own none of the keys get no group.
 func (v *View[C]) GroupKeys(keys []string) []Group {
-	// Five allocations whatever the number of shards: every group's keys
-	// and positions are carved from one array each.
-	owner := make([]int, len(keys))
-	count := make([]int, 2*len(v.shards)) // count[shard], then slot[shard]: its index in groups
-	slot := count[len(v.shards):]
-	ngroups := 0
+	owners := make([]int, len(keys))
 	for i, k := range keys {
-		owner[i] = v.live.Locate(k)
-		if count[owner[i]] == 0 {
+		owners[i] = v.live.Locate(k)
+	}
+	return v.GroupOwned(keys, owners)
+}
+
+// GroupOwned is GroupKeys for keys whose owners the caller has found
+// already: owners[i] is the shard of keys[i], as Locate or Track returned
+// it on v. Every group's keys and positions are carved from one array each.
+func (v *View[C]) GroupOwned(keys []string, owners []int) []Group {
+	count := make([]int, len(v.shards))
+	ngroups := 0
+	for _, s := range owners {
+		if count[s]++; count[s] == 1 {
 			ngroups++
 		}
-		count[owner[i]]++
 	}
+	slot := make([]int, len(v.shards)) // shard -> its index in groups
 	groups := make([]Group, 0, ngroups)
 	flatKeys, flatPos := make([]string, len(keys)), make([]int, len(keys))
 	at := 0
-	for shard, n := range count[:len(v.shards)] {
+	for shard, n := range count {
 		if n > 0 {
 			slot[shard] = len(groups)
 			groups = append(groups, Group{Shard: shard, Keys: flatKeys[at : at : at+n], Positions: flatPos[at : at : at+n]})
@@ -327,7 +333,7 @@ func (v *View[C]) GroupKeys(keys []string) []Group {
 		}
 	}
 	for i, k := range keys {
-		g := &groups[slot[owner[i]]]
+		g := &groups[slot[owners[i]]]
 		g.Keys = append(g.Keys, k)
 		g.Positions = append(g.Positions, i)
 	}
