@@ -204,37 +204,18 @@ func attackRun(t *testing.T, seed uint64) {
 }
 
 // failRestore fails the RESTOREs sent through a shard client as told: each
-// pipeline (or command) holding a RESTORE asks decide, which may block.
-type failRestore struct {
-	decide func(key string) error // nil: send it
-}
-
-func (h failRestore) DialHook(n goredis.DialHook) goredis.DialHook { return n }
-func (h failRestore) ProcessHook(n goredis.ProcessHook) goredis.ProcessHook {
-	return func(ctx context.Context, cmd goredis.Cmder) error {
-		if cmd.Name() == "restore" {
-			if err := h.decide(fmt.Sprint(cmd.Args()[1])); err != nil {
-				cmd.SetErr(err)
-				return err
-			}
-		}
-		return n(ctx, cmd)
-	}
-}
-func (h failRestore) ProcessPipelineHook(n goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []goredis.Cmder) error {
+// pipeline (or command) holding a RESTORE asks decide, which may block; an
+// error fails the whole pipeline, unsent.
+func failRestore(decide func(key string) error) beforeSend {
+	return func(_ context.Context, cmds []goredis.Cmder) error {
 		for _, cmd := range cmds {
-			if cmd.Name() != "restore" {
-				continue
-			}
-			if err := h.decide(fmt.Sprint(cmd.Args()[1])); err != nil {
-				for _, c := range cmds {
-					c.SetErr(err)
+			if cmd.Name() == "restore" {
+				if err := decide(fmt.Sprint(cmd.Args()[1])); err != nil {
+					return err
 				}
-				return err
 			}
 		}
-		return n(ctx, cmds)
+		return nil
 	}
 }
 
@@ -258,7 +239,7 @@ func TestReshardCheckpointDuringRetryKeepsKeys(t *testing.T) {
 	ctx1, cancel1 := context.WithCancel(ctx)
 	defer cancel1()
 	stage := 1
-	c.Shards()[1].Client.AddHook(failRestore{decide: func(key string) error {
+	c.Shards()[1].Client.AddHook(failRestore(func(key string) error {
 		mu.Lock()
 		defer mu.Unlock()
 		switch {
@@ -278,7 +259,7 @@ func TestReshardCheckpointDuringRetryKeepsKeys(t *testing.T) {
 			return errors.New("crashed")
 		}
 		return nil
-	}})
+	}))
 	opt := shardedredis.MigrateOptions{BatchSize: 1, InFlight: 1, Parallelism: 1}
 	m1, err := c.NewMigration(opt)
 	if err != nil {

@@ -16,33 +16,14 @@ import (
 
 // delHook, on the old owner's client, deletes the keys of gone from the
 // server (as a concurrent DEL would) before the DUMPs of a pipeline reach
-// it, and fails the first DEL that names failKey, recording its keys.
+// it, and fails the first DEL that names failKey, recording its keys (see
+// before, a beforeSend).
 type delHook struct {
 	direct  *goredis.Client
 	gone    map[string]bool
 	failKey string
 	mu      *sync.Mutex
 	failed  *[]string
-}
-
-func (h delHook) DialHook(n goredis.DialHook) goredis.DialHook { return n }
-
-func (h delHook) ProcessHook(n goredis.ProcessHook) goredis.ProcessHook {
-	return func(ctx context.Context, cmd goredis.Cmder) error {
-		if err := h.before(ctx, []goredis.Cmder{cmd}); err != nil {
-			return err
-		}
-		return n(ctx, cmd)
-	}
-}
-
-func (h delHook) ProcessPipelineHook(n goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []goredis.Cmder) error {
-		if err := h.before(ctx, cmds); err != nil {
-			return err
-		}
-		return n(ctx, cmds)
-	}
 }
 
 func (h delHook) before(ctx context.Context, cmds []goredis.Cmder) error {
@@ -70,11 +51,7 @@ func (h delHook) before(ctx context.Context, cmds []goredis.Cmder) error {
 			}
 			h.mu.Unlock()
 			if hit {
-				err := errors.New("injected DEL failure")
-				for _, c := range cmds {
-					c.SetErr(err)
-				}
-				return err
+				return errors.New("injected DEL failure")
 			}
 		}
 	}
@@ -131,7 +108,7 @@ func TestMigrationCounts(t *testing.T) {
 	}
 	var mu sync.Mutex
 	var failedDel []string
-	c.Shards()[0].Client.AddHook(delHook{direct: direct[0], gone: gone, failKey: moving[len(moving)/2], mu: &mu, failed: &failedDel})
+	c.Shards()[0].Client.AddHook(beforeSend(delHook{direct: direct[0], gone: gone, failKey: moving[len(moving)/2], mu: &mu, failed: &failedDel}.before))
 
 	m, err := c.NewMigration(shardedredis.MigrateOptions{BatchSize: 40, InFlight: 1, Parallelism: 1})
 	if err != nil {

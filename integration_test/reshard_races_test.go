@@ -73,16 +73,14 @@ func (h hold) wait(cmd goredis.Cmder) {
 		h.once.Do(func() { close(h.entered); <-h.release })
 	}
 }
-func (h hold) DialHook(n goredis.DialHook) goredis.DialHook { return n }
-func (h hold) ProcessHook(n goredis.ProcessHook) goredis.ProcessHook {
-	return func(ctx context.Context, cmd goredis.Cmder) error { h.wait(cmd); return n(ctx, cmd) }
-}
-func (h hold) ProcessPipelineHook(n goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []goredis.Cmder) error {
+
+// hook is h as a shard client's hook.
+func (h hold) hook() beforeSend {
+	return func(_ context.Context, cmds []goredis.Cmder) error {
 		for _, cmd := range cmds {
 			h.wait(cmd)
 		}
-		return n(ctx, cmds)
+		return nil
 	}
 }
 
@@ -93,7 +91,7 @@ func TestReshardWriteInFlightAtBeginKept(t *testing.T) {
 	k, from := movingKey(t, c, shards, "w")
 	c.Set(ctx, k, "old", 0)
 	h := newHold(func(cmd goredis.Cmder) bool { return cmd.Name() == "set" && cmd.Args()[2] == "new" })
-	c.Shards()[from].Client.AddHook(h)
+	c.Shards()[from].Client.AddHook(h.hook())
 	var wg sync.WaitGroup
 	var setErr error
 	wg.Go(func() { setErr = c.Set(ctx, k, "new", 0).Err() })
@@ -128,7 +126,7 @@ func TestReshardDeleteAfterEndSticks(t *testing.T) {
 				t.Fatal(err)
 			}
 			h := newHold(func(cmd goredis.Cmder) bool { return cmd.Name() == "restore" })
-			c.Shards()[3].Client.AddHook(h)
+			c.Shards()[3].Client.AddHook(h.hook())
 			var wg sync.WaitGroup
 			wg.Go(func() { _ = c.Get(ctx, k).Err() })
 			<-h.entered

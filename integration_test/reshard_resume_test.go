@@ -349,26 +349,11 @@ type cancelOn struct {
 	hits   atomic.Int32
 }
 
-func (h *cancelOn) DialHook(next goredis.DialHook) goredis.DialHook { return next }
-
-func (h *cancelOn) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
-	return func(ctx context.Context, cmd goredis.Cmder) error {
-		h.see([]goredis.Cmder{cmd})
-		return next(ctx, cmd)
-	}
-}
-
-func (h *cancelOn) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []goredis.Cmder) error {
-		h.see(cmds)
-		return next(ctx, cmds)
-	}
-}
-
-func (h *cancelOn) see(cmds []goredis.Cmder) {
+func (h *cancelOn) before(_ context.Context, cmds []goredis.Cmder) error {
 	if slices.ContainsFunc(cmds, func(c goredis.Cmder) bool { return c.Name() == h.name }) && h.hits.Add(1) == 1 {
 		h.cancel()
 	}
+	return nil
 }
 
 // TestReshardCancelMidBatch stops a migration by its context while a SCAN
@@ -397,7 +382,7 @@ func testReshardCancelOn(t *testing.T, name string) {
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	h := &cancelOn{name: name, cancel: cancel}
-	c.AddHook(h)
+	c.AddHook(beforeSend(h.before))
 	m, err := c.NewMigration(shardedredis.MigrateOptions{BatchSize: 50, Parallelism: 1, InFlight: 1})
 	if err != nil {
 		t.Fatal(err)

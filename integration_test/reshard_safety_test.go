@@ -40,6 +40,35 @@ func safetyFixture(t *testing.T, n, k int, h shardedredis.Health) ([]shardedredi
 	return shards, direct, c
 }
 
+// beforeSend is a hook for a shard client: it calls f with each command
+// (alone, as a slice of one) or pipeline that the client is about to send;
+// an error from f fails every command of it, unsent.
+type beforeSend func(ctx context.Context, cmds []goredis.Cmder) error
+
+func (f beforeSend) DialHook(n goredis.DialHook) goredis.DialHook { return n }
+
+func (f beforeSend) ProcessHook(n goredis.ProcessHook) goredis.ProcessHook {
+	return func(ctx context.Context, cmd goredis.Cmder) error {
+		if err := f(ctx, []goredis.Cmder{cmd}); err != nil {
+			cmd.SetErr(err)
+			return err
+		}
+		return n(ctx, cmd)
+	}
+}
+
+func (f beforeSend) ProcessPipelineHook(n goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []goredis.Cmder) error {
+		if err := f(ctx, cmds); err != nil {
+			for _, cmd := range cmds {
+				cmd.SetErr(err)
+			}
+			return err
+		}
+		return n(ctx, cmds)
+	}
+}
+
 // serverOf returns the index in direct of the server that c places key on.
 func serverOf(t *testing.T, c *shardedredis.ShardedClient, shards []shardedredis.ShardOptions, key string) int {
 	t.Helper()
