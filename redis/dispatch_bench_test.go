@@ -32,21 +32,20 @@ func (stubHook) ProcessPipelineHook(goredis.ProcessPipelineHook) goredis.Process
 }
 
 func stubReply(cmd goredis.Cmder) {
+	vals := func() []any { // one "v" per key of an MGET
+		vals := make([]any, len(cmd.Args())-1)
+		for i := range vals {
+			vals[i] = "v"
+		}
+		return vals
+	}
 	switch cmd := cmd.(type) {
 	case *goredis.StringCmd:
 		cmd.SetVal("v")
-	case *goredis.Cmd:
-		vals := make([]any, len(cmd.Args())-1)
-		for i := range vals {
-			vals[i] = "v"
-		}
-		cmd.SetVal(vals)
+	case *goredis.Cmd: // an MGET part
+		cmd.SetVal(vals())
 	case *goredis.SliceCmd:
-		vals := make([]any, len(cmd.Args())-1)
-		for i := range vals {
-			vals[i] = "v"
-		}
-		cmd.SetVal(vals)
+		cmd.SetVal(vals())
 	}
 }
 
