@@ -90,6 +90,22 @@ func TestGroupKeys(t *testing.T) {
 	if got := v.GroupKeys(nil); len(got) != 0 {
 		t.Fatalf("GroupKeys(nil) = %v", got)
 	}
+	// The groups are carved from one array each, yet do not alias:
+	// appending to one group's Keys or Positions changes no other group.
+	before := make([][]string, len(groups))
+	beforePos := make([][]int, len(groups))
+	for i, g := range groups {
+		before[i], beforePos[i] = slices.Clone(g.Keys), slices.Clone(g.Positions)
+	}
+	for i := range groups {
+		groups[i].Keys = append(groups[i].Keys, "extra")
+		groups[i].Positions = append(groups[i].Positions, -1)
+	}
+	for i, g := range groups {
+		if !slices.Equal(g.Keys[:len(g.Keys)-1], before[i]) || !slices.Equal(g.Positions[:len(g.Positions)-1], beforePos[i]) {
+			t.Errorf("group %d changed by an append to another: %v %v, was %v %v", i, g.Keys, g.Positions, before[i], beforePos[i])
+		}
+	}
 }
 
 func TestNewErrors(t *testing.T) {
