@@ -66,11 +66,7 @@ func (h delHook) before(ctx context.Context, cmds []goredis.Cmder) error {
 // then moves the keys whose DEL failed.
 func TestMigrationCounts(t *testing.T) {
 	shards, direct, c := safetyFixture(t, 2, 1, shardedredis.Health{})
-	next, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: shards})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer next.Close()
+	next := placementOf(t, shards)
 	const n = 600
 	want := map[string]string{}
 	var moving []string

@@ -69,6 +69,19 @@ func (f beforeSend) ProcessPipelineHook(n goredis.ProcessPipelineHook) goredis.P
 	}
 }
 
+// placementOf returns a client over shards, closed when t ends, that tells
+// where each key goes under that list (GetShardInfo), as a client switched
+// to it will place it.
+func placementOf(t *testing.T, shards []shardedredis.ShardOptions) *shardedredis.ShardedClient {
+	t.Helper()
+	c, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: shards})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
 // serverOf returns the index in direct of the server that c places key on.
 func serverOf(t *testing.T, c *shardedredis.ShardedClient, shards []shardedredis.ShardOptions, key string) int {
 	t.Helper()
@@ -260,11 +273,7 @@ func TestReshardGetShardInWindowMovesTheKeyFirst(t *testing.T) {
 // shards places on shard to.
 func keyMovingTo(t *testing.T, c *shardedredis.ShardedClient, shards []shardedredis.ShardOptions, to int) string {
 	t.Helper()
-	all, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: shards})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer all.Close()
+	all := placementOf(t, shards)
 	for i := 0; i < 100000; i++ {
 		k := "m" + strconv.Itoa(i)
 		if serverOf(t, all, shards, k) == to && serverOf(t, c, shards, k) != to {
@@ -404,11 +413,7 @@ func TestReshardStaleCopyOnEjectedShardRemoved(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
-	abc, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: shards})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer abc.Close()
+	abc := placementOf(t, shards)
 	var k string // on b with [b, c], on a with [a, b, c]
 	for i := 0; k == "" && i < 100000; i++ {
 		if key := "s" + strconv.Itoa(i); serverOf(t, c, shards, key) == 1 && serverOf(t, abc, shards, key) == 0 {
@@ -475,11 +480,7 @@ func TestReshardStaleCopyOnEjectedShardRemoved(t *testing.T) {
 // a key that moves, only once the migration has begun.
 func TestMigrationWaitsForEarlierWrites(t *testing.T) {
 	shards, direct, c := safetyFixture(t, 2, 1, shardedredis.Health{})
-	both, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: shards})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer both.Close()
+	both := placementOf(t, shards)
 	key := func(prefix string, owner int) string { // a key that owner holds under both shards
 		for i := 0; ; i++ {
 			if k := prefix + strconv.Itoa(i); both.GetShardInfo(k).Index == owner {
