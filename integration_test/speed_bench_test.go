@@ -28,12 +28,16 @@ package integration_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
+	"os"
 	"runtime"
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -264,6 +268,7 @@ type speedRedis struct {
 	sharded1 *shardedredis.ShardedClient
 	sharded4 *shardedredis.ShardedClient
 	ring     *goredis.Ring
+	floor    *handSplit[*goredis.Client] // on sharded4's shard clients
 	speedKeyset
 }
 
@@ -296,6 +301,11 @@ func newSpeedRedis(b *testing.B) *speedRedis {
 		b.Fatal(err)
 	}
 	r.ring = goredis.NewRing(&goredis.RingOptions{Addrs: ringAddrs})
+	var clients []*goredis.Client
+	for _, sh := range r.sharded4.Shards() {
+		clients = append(clients, sh.Client)
+	}
+	r.floor = newHandSplit(r.speedKeyset, clients, func(k string) int { return r.sharded4.GetShardInfo(k).Index })
 	b.Cleanup(func() {
 		r.plain.Close()
 		r.sharded1.Close()
@@ -313,8 +323,58 @@ func (ks speedKeyset) key(i int) string { return ks[i%len(ks)] }
 
 // keys100 returns the 100 keys of operation i.
 func (ks speedKeyset) keys100(i int) []string {
-	from := (i * 100) % (len(ks) - 100)
+	from := ks.from(i)
 	return ks[from : from+100]
+}
+
+// from returns the index of the first of the 100 keys of operation i.
+func (ks speedKeyset) from(i int) int { return (i * 100) % (len(ks) - 100) }
+
+// handSplit is the floor of a sharded 100-key operation on the clients it
+// is built on: each operation's keys split by shard beforehand (no hashing,
+// no routing at run time), then one plain call per shard on the sharded
+// client's own shard clients, in parallel, each on a goroutine of its own
+// but the last, which runs on the caller's. What the sharded client costs
+// over it is locating, splitting and merging; what it costs over go-redis
+// Ring or gomemcache is its transport's.
+type handSplit[C any] struct {
+	clients []C
+	groups  map[int][][]string // by keyset.from(i): shard -> keys
+	keyset  speedKeyset
+}
+
+// newHandSplit splits every 100-key operation of ks by locate, which
+// returns the index of a key's shard in clients.
+func newHandSplit[C any](ks speedKeyset, clients []C, locate func(string) int) *handSplit[C] {
+	h := &handSplit[C]{clients: clients, groups: map[int][][]string{}, keyset: ks}
+	for i := range len(ks) {
+		from := ks.from(i)
+		if _, ok := h.groups[from]; ok {
+			continue
+		}
+		g := make([][]string, len(clients))
+		for _, k := range ks.keys100(i) {
+			s := locate(k)
+			g[s] = append(g[s], k)
+		}
+		h.groups[from] = g
+	}
+	return h
+}
+
+// run runs call for every shard that holds some of operation i's keys, in
+// parallel, and returns the first error.
+func (h *handSplit[C]) run(i int, call func(shard int, c C, keys []string) error) error {
+	groups := h.groups[h.keyset.from(i)]
+	errs := make([]error, len(groups))
+	var wg sync.WaitGroup
+	last := len(groups) - 1
+	for s := range last {
+		wg.Go(func() { errs[s] = call(s, h.clients[s], groups[s]) })
+	}
+	errs[last] = call(last, h.clients[last], groups[last])
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 func getErr(c goredis.Cmdable, key string) error { return c.Get(ctx, key).Err() }
@@ -376,10 +436,13 @@ func BenchmarkSpeed(b *testing.B) {
 				{"plain", func(i int) error { return mgetErr(r.plain, r.keys100(i)) }},
 				{"sharded4", func(i int) error { return mgetErr(r.sharded4, r.keys100(i)) }},
 				{"ring", func(i int) error { return pipelineGets(r.ring, r.keys100(i)) }}, // Ring has no cross-shard MGET
+				{"floor", func(i int) error {
+					return r.floor.run(i, func(_ int, c *goredis.Client, keys []string) error { return mgetErr(c, keys) })
+				}},
 			},
 			chunk:   40,
 			latency: true,
-			ratios:  [][2]string{{"sharded4", "ring"}, {"sharded4", "plain"}},
+			ratios:  [][2]string{{"sharded4", "ring"}, {"sharded4", "plain"}, {"sharded4", "floor"}, {"floor", "ring"}},
 			ratioOf: []string{"p50", "cpu", "allocs"},
 		}},
 		{"Pipeline-100-GETs", workload{
@@ -387,10 +450,13 @@ func BenchmarkSpeed(b *testing.B) {
 				{"plain", func(i int) error { return pipelineGets(r.plain, r.keys100(i)) }},
 				{"sharded4", func(i int) error { return pipelineGets(r.sharded4, r.keys100(i)) }},
 				{"ring", func(i int) error { return pipelineGets(r.ring, r.keys100(i)) }},
+				{"floor", func(i int) error {
+					return r.floor.run(i, func(_ int, c *goredis.Client, keys []string) error { return pipelineGets(c, keys) })
+				}},
 			},
 			chunk:   40,
 			latency: true,
-			ratios:  [][2]string{{"sharded4", "ring"}, {"sharded4", "plain"}},
+			ratios:  [][2]string{{"sharded4", "ring"}, {"sharded4", "plain"}, {"sharded4", "floor"}, {"floor", "ring"}},
 			ratioOf: []string{"p50", "cpu", "allocs"},
 		}},
 	} {
@@ -423,10 +489,11 @@ func BenchmarkSpeed(b *testing.B) {
 			contenders: []contender{
 				{"gomemcache", func(i int) error { return itemsErr(mc.plain.GetMulti(mc.keys100(i))) }},
 				{"sharded4", func(i int) error { return itemsErr(mc.sharded.GetMulti(mc.keys100(i))) }},
+				{"floor", func(i int) error { return itemsErr(mc.floorGetMulti(i)) }},
 			},
 			chunk:   40,
 			latency: true,
-			ratios:  [][2]string{{"sharded4", "gomemcache"}},
+			ratios:  [][2]string{{"sharded4", "gomemcache"}, {"sharded4", "floor"}, {"floor", "gomemcache"}},
 			ratioOf: []string{"p50", "cpu", "allocs", "B"},
 		}},
 	} {
@@ -439,7 +506,24 @@ func BenchmarkSpeed(b *testing.B) {
 type speedMemcache struct {
 	plain   *gomemcache.Client
 	sharded *shardedmc.ShardedClient
+	floor   *handSplit[*gomemcache.Client] // on sharded's shard clients
 	speedKeyset
+}
+
+// floorGetMulti is the hand-split GetMulti of operation i: one gomemcache
+// GetMulti per shard, their maps copied into one made at its final size.
+func (m *speedMemcache) floorGetMulti(i int) (map[string]*gomemcache.Item, error) {
+	parts := make([]map[string]*gomemcache.Item, len(m.floor.clients))
+	err := m.floor.run(i, func(s int, c *gomemcache.Client, keys []string) error {
+		var err error
+		parts[s], err = c.GetMulti(keys)
+		return err
+	})
+	items := make(map[string]*gomemcache.Item, 100)
+	for _, p := range parts {
+		maps.Copy(items, p)
+	}
+	return items, err
 }
 
 func newSpeedMemcache(b *testing.B) *speedMemcache {
@@ -464,6 +548,11 @@ func newSpeedMemcache(b *testing.B) *speedMemcache {
 	if m.sharded, err = shardedmc.NewShardedClient(&shardedmc.ShardedOptions{Shards: shards}); err != nil {
 		b.Fatal(err)
 	}
+	var clients []*gomemcache.Client
+	for _, sh := range m.sharded.Shards() {
+		clients = append(clients, sh.Client)
+	}
+	m.floor = newHandSplit(m.speedKeyset, clients, func(k string) int { return m.sharded.GetShardInfo(k).Index })
 	b.Cleanup(func() {
 		m.plain.Close()
 		m.sharded.Close()
@@ -581,14 +670,17 @@ var migrationLimits = []int{25000, 100000, 200000}
 // migrationKeys string keys on three (one round per iteration), with opt,
 // while one goroutine GETs random keys through the same client; before
 // that, the same GET loop runs for a while with no migration. It reports
-// keys/s, and the GET p99 during the migration against the idle one.
+// keys/s, the GET p99 during the migration against the idle one, and how
+// busy the machine's cores were during it: all of them ("machine-busy",
+// where /proc/stat tells it), and with this process ("client-busy", the
+// client's share; the rest is the servers'), as fractions of every core.
 func benchMigration(b *testing.B, addrs []string, opt shardedredis.MigrateOptions) {
 	shards := make([]shardedredis.ShardOptions, len(addrs))
 	for i, a := range addrs {
 		shards[i] = shardedredis.ShardOptions{Name: "redis-" + strconv.Itoa(i), Addr: a}
 	}
 	keys := mcKeys("mig:", migrationKeys)
-	var rates, idleP99, busyP99, ratios []float64
+	var rates, idleP99, busyP99, ratios, machines, clients []float64
 	for b.Loop() {
 		c, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: shards[:3]})
 		if err != nil {
@@ -620,13 +712,15 @@ func benchMigration(b *testing.B, addrs []string, opt shardedredis.MigrateOption
 		if err != nil {
 			b.Fatal(err)
 		}
-		var elapsed time.Duration
+		var elapsed, cpu time.Duration
+		var machine float64
 		busy := liveGets(b, c, keys, func(<-chan struct{}) {
-			t0 := time.Now()
+			m0, cpu0, t0 := machineBusy(), cpuTime(b), time.Now()
 			if err := m.Run(ctx); err != nil {
 				b.Error(err)
 			}
-			elapsed = time.Since(t0)
+			elapsed, cpu = time.Since(t0), cpuTime(b)-cpu0
+			machine = machineBusy().since(m0)
 		})
 		var moved int64
 		for _, p := range m.Progress() {
@@ -637,6 +731,8 @@ func benchMigration(b *testing.B, addrs []string, opt shardedredis.MigrateOption
 		}
 		c.Close()
 		rates = append(rates, float64(moved)/elapsed.Seconds())
+		machines = append(machines, machine)
+		clients = append(clients, cpu.Seconds()/elapsed.Seconds()/float64(runtime.NumCPU()))
 		i, p := percentile(idle, 99), percentile(busy, 99)
 		idleP99 = append(idleP99, float64(i.Nanoseconds()))
 		busyP99 = append(busyP99, float64(p.Nanoseconds()))
@@ -646,9 +742,45 @@ func benchMigration(b *testing.B, addrs []string, opt shardedredis.MigrateOption
 	b.ReportMetric(medianOf(idleP99), "idle-GET-p99-ns")
 	b.ReportMetric(medianOf(busyP99), "migrating-GET-p99-ns")
 	b.ReportMetric(medianOf(ratios), "ratio-GET-p99-migrating:idle")
+	if machines[0] >= 0 {
+		b.ReportMetric(medianOf(machines), "machine-busy")
+	}
+	b.ReportMetric(medianOf(clients), "client-busy")
 	b.ReportMetric(1e9/medianOf(rates), "ns/op") // per key moved
 	b.ReportMetric(0, "allocs/op")
 	b.ReportMetric(0, "B/op")
+}
+
+// cpuJiffies are the first line of /proc/stat: the time every core has
+// spent busy and in all, in clock ticks since boot; zero where there is no
+// /proc/stat.
+type cpuJiffies struct{ busy, total uint64 }
+
+func machineBusy() cpuJiffies {
+	data, err := os.ReadFile("/proc/stat")
+	line, _, _ := strings.Cut(string(data), "\n")
+	fields := strings.Fields(line)
+	if err != nil || len(fields) < 5 || fields[0] != "cpu" {
+		return cpuJiffies{}
+	}
+	var j cpuJiffies
+	for i, f := range fields[1:] {
+		n, _ := strconv.ParseUint(f, 10, 64)
+		j.total += n
+		if i != 3 && i != 4 { // idle, iowait
+			j.busy += n
+		}
+	}
+	return j
+}
+
+// since returns the fraction of the cores' time that was busy from j0 to
+// j, or -1 when it is unknown.
+func (j cpuJiffies) since(j0 cpuJiffies) float64 {
+	if j.total <= j0.total {
+		return -1
+	}
+	return float64(j.busy-j0.busy) / float64(j.total-j0.total)
 }
 
 // liveGets GETs random keys through c, one at a time, while during runs,
