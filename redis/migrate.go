@@ -29,9 +29,9 @@ type MigrateOptions struct {
 	// Larger batches and more of them in flight move more keys per second
 	// until the servers are busy, and lengthen the queues that live
 	// commands wait in: on the README's 2-core machine (its Speed
-	// section), the defaults moved ~115,000 keys/s with a live GET p99 ~28
-	// times the idle one. KeysPerSecond bounds the load whatever the
-	// sizes.
+	// section), the defaults moved ~100,000 keys/s with a live GET p99 ~23
+	// times the idle one, both cores busy. KeysPerSecond bounds the load
+	// whatever the sizes.
 	InFlight int
 	// KeysPerSecond limits the keys scanned per second over all shards
 	// (the keys a SCAN page returns, whatever its COUNT); 0 means no limit.
