@@ -11,17 +11,20 @@ package integration_test
 // Each workload is one sub-benchmark. Its contenders (a plain go-redis
 // client, the sharded client over one shard and over four, go-redis Ring
 // over the same four servers with its defaults; gomemcache against the
-// memcache client) run in rounds, a chunk of operations each, in an order
-// that rotates from round to round, so that a load that comes and goes on
-// the machine weighs on every contender alike. A round is one iteration of
+// memcache client; for the 100-key workloads, a fan-out written by hand on
+// the sharded client's shard clients: see handSplit) run in rounds, a chunk
+// of operations each, in an order that rotates from round to round, so
+// that a load that comes and goes on the machine weighs on every contender
+// alike. A round is one iteration of
 // the benchmark loop: -benchtime sets how many rounds run. Per contender it
 // reports the median over rounds of wall time, CPU time of this process
 // (user and system, the client's cost: the servers are other processes),
 // allocations and bytes per operation, as "<contender>-ns/op",
 // "<contender>-cpu-ns/op", "<contender>-allocs/op" and "<contender>-B/op";
 // latency percentiles over every operation of every round ("-p50-ns"); and
-// ratios of this SDK to the others, each the median over rounds of the
-// ratio within a round, as "ratio-<what>-<ours>:<theirs>". The built-in
+// ratios of one contender to another (this SDK to the others, and the
+// hand-written fan-out to Ring and gomemcache), each the median over rounds
+// of the ratio within a round, as "ratio-<what>-<a>:<b>". The built-in
 // ns/op, B/op and allocs/op are those of the SDK's contender (the first
 // that the ratios name), for benchstat comparisons of one version with
 // another.
@@ -46,8 +49,10 @@ import (
 	gomemcache "github.com/bradfitz/gomemcache/memcache"
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/shardedcache/shardedcache/internal/workers"
 	shardedmc "github.com/shardedcache/shardedcache/memcache"
 	shardedredis "github.com/shardedcache/shardedcache/redis"
+	"github.com/shardedcache/shardedcache/shardedclient"
 )
 
 // speedKeys is the number of keys the single-key workloads rotate over;
@@ -301,11 +306,7 @@ func newSpeedRedis(b *testing.B) *speedRedis {
 		b.Fatal(err)
 	}
 	r.ring = goredis.NewRing(&goredis.RingOptions{Addrs: ringAddrs})
-	var clients []*goredis.Client
-	for _, sh := range r.sharded4.Shards() {
-		clients = append(clients, sh.Client)
-	}
-	r.floor = newHandSplit(r.speedKeyset, clients, func(k string) int { return r.sharded4.GetShardInfo(k).Index })
+	r.floor = newHandSplit(r.speedKeyset, r.sharded4.Shards(), func(k string) int { return r.sharded4.GetShardInfo(k).Index })
 	b.Cleanup(func() {
 		r.plain.Close()
 		r.sharded1.Close()
@@ -331,48 +332,67 @@ func (ks speedKeyset) keys100(i int) []string {
 func (ks speedKeyset) from(i int) int { return (i * 100) % (len(ks) - 100) }
 
 // handSplit is the floor of a sharded 100-key operation on the clients it
-// is built on: each operation's keys split by shard beforehand (no hashing,
-// no routing at run time), then one plain call per shard on the sharded
-// client's own shard clients, in parallel, each on a goroutine of its own
-// but the last, which runs on the caller's. What the sharded client costs
-// over it is locating, splitting and merging; what it costs over go-redis
-// Ring or gomemcache is its transport's.
-type handSplit[C any] struct {
+// is built on, a fan-out written by hand: each operation's keys split by
+// shard beforehand (no hashing, no routing at run time), then one plain
+// call per shard that holds some of them, on the sharded client's own
+// shard clients, in parallel: each but the last on a kept worker (as the
+// redis client runs its fan-outs), the last on the caller's goroutine.
+// What the sharded client costs over it is locating, splitting and
+// merging; what it gains over go-redis Ring or gomemcache is its
+// transport's to gain.
+type handSplit[C comparable] struct {
 	clients []C
-	groups  map[int][][]string // by keyset.from(i): shard -> keys
+	ops     [][]shardKeys // by speedKeyset.from(i): the shards of operation i
 	keyset  speedKeyset
 }
 
-// newHandSplit splits every 100-key operation of ks by locate, which
-// returns the index of a key's shard in clients.
-func newHandSplit[C any](ks speedKeyset, clients []C, locate func(string) int) *handSplit[C] {
-	h := &handSplit[C]{clients: clients, groups: map[int][][]string{}, keyset: ks}
-	for i := range len(ks) {
-		from := ks.from(i)
-		if _, ok := h.groups[from]; ok {
-			continue
-		}
-		g := make([][]string, len(clients))
-		for _, k := range ks.keys100(i) {
+// shardKeys are the keys of one operation that one shard holds.
+type shardKeys struct {
+	shard int
+	keys  []string
+}
+
+// newHandSplit splits every 100-key operation of ks among shards by
+// locate, which returns the index of a key's shard.
+func newHandSplit[C comparable](ks speedKeyset, shards []shardedclient.Shard[C], locate func(string) int) *handSplit[C] {
+	h := &handSplit[C]{ops: make([][]shardKeys, len(ks)-100), keyset: ks}
+	for _, sh := range shards {
+		h.clients = append(h.clients, sh.Client)
+	}
+	for from := range h.ops {
+		byShard := make([][]string, len(shards))
+		for _, k := range ks[from : from+100] {
 			s := locate(k)
-			g[s] = append(g[s], k)
+			byShard[s] = append(byShard[s], k)
 		}
-		h.groups[from] = g
+		for s, keys := range byShard {
+			if len(keys) > 0 {
+				h.ops[from] = append(h.ops[from], shardKeys{shard: s, keys: keys})
+			}
+		}
 	}
 	return h
 }
 
-// run runs call for every shard that holds some of operation i's keys, in
-// parallel, and returns the first error.
-func (h *handSplit[C]) run(i int, call func(shard int, c C, keys []string) error) error {
-	groups := h.groups[h.keyset.from(i)]
+// groupsOf returns the shards of operation i and their keys.
+func (h *handSplit[C]) groupsOf(i int) []shardKeys { return h.ops[h.keyset.from(i)] }
+
+// run runs call(j, client, keys) for the j-th shard of operation i, every
+// j in parallel, and returns their errors joined.
+func (h *handSplit[C]) run(i int, call func(j int, c C, keys []string) error) error {
+	groups := h.groupsOf(i)
 	errs := make([]error, len(groups))
 	var wg sync.WaitGroup
 	last := len(groups) - 1
-	for s := range last {
-		wg.Go(func() { errs[s] = call(s, h.clients[s], groups[s]) })
+	for j, g := range groups[:last] {
+		wg.Add(1)
+		workers.Go(func() {
+			defer wg.Done()
+			errs[j] = call(j, h.clients[g.shard], g.keys)
+		})
 	}
-	errs[last] = call(last, h.clients[last], groups[last])
+	g := groups[last]
+	errs[last] = call(last, h.clients[g.shard], g.keys)
 	wg.Wait()
 	return errors.Join(errs...)
 }
@@ -453,16 +473,19 @@ func BenchmarkSpeed(b *testing.B) {
 				{"floor", func(i int) error {
 					// The commands are queued first, on the caller, as one
 					// pipeline's are; then each shard's pipeline runs.
-					groups := r.floor.groups[r.floor.keyset.from(i)]
+					groups := r.floor.groupsOf(i)
 					pipes := make([]goredis.Pipeliner, len(groups))
-					for s, keys := range groups {
-						pipes[s] = r.floor.clients[s].Pipeline()
-						for _, k := range keys {
-							pipes[s].Get(ctx, k)
+					for j, g := range groups {
+						pipes[j] = r.floor.clients[g.shard].Pipeline()
+						for _, k := range g.keys {
+							pipes[j].Get(ctx, k)
 						}
 					}
-					return r.floor.run(i, func(s int, _ *goredis.Client, _ []string) error {
-						_, err := pipes[s].Exec(ctx)
+					return r.floor.run(i, func(j int, _ *goredis.Client, keys []string) error {
+						cmds, err := pipes[j].Exec(ctx)
+						if err == nil && len(cmds) != len(keys) {
+							err = fmt.Errorf("%d replies for %d GETs", len(cmds), len(keys))
+						}
 						return err
 					})
 				}},
@@ -526,10 +549,10 @@ type speedMemcache struct {
 // floorGetMulti is the hand-split GetMulti of operation i: one gomemcache
 // GetMulti per shard, their maps copied into one made at its final size.
 func (m *speedMemcache) floorGetMulti(i int) (map[string]*gomemcache.Item, error) {
-	parts := make([]map[string]*gomemcache.Item, len(m.floor.clients))
-	err := m.floor.run(i, func(s int, c *gomemcache.Client, keys []string) error {
+	parts := make([]map[string]*gomemcache.Item, len(m.floor.groupsOf(i)))
+	err := m.floor.run(i, func(j int, c *gomemcache.Client, keys []string) error {
 		var err error
-		parts[s], err = c.GetMulti(keys)
+		parts[j], err = c.GetMulti(keys)
 		return err
 	})
 	items := make(map[string]*gomemcache.Item, 100)
@@ -561,11 +584,7 @@ func newSpeedMemcache(b *testing.B) *speedMemcache {
 	if m.sharded, err = shardedmc.NewShardedClient(&shardedmc.ShardedOptions{Shards: shards}); err != nil {
 		b.Fatal(err)
 	}
-	var clients []*gomemcache.Client
-	for _, sh := range m.sharded.Shards() {
-		clients = append(clients, sh.Client)
-	}
-	m.floor = newHandSplit(m.speedKeyset, clients, func(k string) int { return m.sharded.GetShardInfo(k).Index })
+	m.floor = newHandSplit(m.speedKeyset, m.sharded.Shards(), func(k string) int { return m.sharded.GetShardInfo(k).Index })
 	b.Cleanup(func() {
 		m.plain.Close()
 		m.sharded.Close()
@@ -683,17 +702,18 @@ var migrationLimits = []int{25000, 100000, 200000}
 // migrationKeys string keys on three (one round per iteration), with opt,
 // while one goroutine GETs random keys through the same client; before
 // that, the same GET loop runs for a while with no migration. It reports
-// keys/s, the GET p99 during the migration against the idle one, and how
-// busy the machine's cores were during it: all of them ("machine-busy",
-// where /proc/stat tells it), and with this process ("client-busy", the
-// client's share; the rest is the servers'), as fractions of every core.
+// keys/s, the GET p99 during the migration against the idle one, and, where
+// /proc tells it, how busy the machine's cores were, as fractions of all
+// their time: all processes during the migration ("machine-busy") and
+// during the idle GET loop ("idle-machine-busy"), this one (the client's
+// migration and GET loop) during the migration ("client-busy").
 func benchMigration(b *testing.B, addrs []string, opt shardedredis.MigrateOptions) {
 	shards := make([]shardedredis.ShardOptions, len(addrs))
 	for i, a := range addrs {
 		shards[i] = shardedredis.ShardOptions{Name: "redis-" + strconv.Itoa(i), Addr: a}
 	}
 	keys := mcKeys("mig:", migrationKeys)
-	var rates, idleP99, busyP99, ratios, machines, clients []float64
+	var rates, idleP99, busyP99, ratios, machines, clients, idles []float64
 	for b.Loop() {
 		c, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: shards[:3]})
 		if err != nil {
@@ -717,7 +737,12 @@ func benchMigration(b *testing.B, addrs []string, opt shardedredis.MigrateOption
 				b.Fatal(err)
 			}
 		}
-		idle := liveGets(b, c, keys, func(stop <-chan struct{}) { time.Sleep(300 * time.Millisecond) })
+		var idleBusy busyTime
+		idle := liveGets(b, c, keys, func(stop <-chan struct{}) {
+			t0 := readBusyTime()
+			time.Sleep(300 * time.Millisecond)
+			idleBusy = readBusyTime().since(t0)
+		})
 		if err := c.BeginResharding(shards); err != nil {
 			b.Fatal(err)
 		}
@@ -725,15 +750,14 @@ func benchMigration(b *testing.B, addrs []string, opt shardedredis.MigrateOption
 		if err != nil {
 			b.Fatal(err)
 		}
-		var elapsed, cpu time.Duration
-		var machine float64
+		var elapsed time.Duration
+		var migBusy busyTime
 		busy := liveGets(b, c, keys, func(<-chan struct{}) {
-			m0, cpu0, t0 := machineBusy(), cpuTime(b), time.Now()
+			b0, t0 := readBusyTime(), time.Now()
 			if err := m.Run(ctx); err != nil {
 				b.Error(err)
 			}
-			elapsed, cpu = time.Since(t0), cpuTime(b)-cpu0
-			machine = machineBusy().since(m0)
+			elapsed, migBusy = time.Since(t0), readBusyTime().since(b0)
 		})
 		var moved int64
 		for _, p := range m.Progress() {
@@ -744,8 +768,11 @@ func benchMigration(b *testing.B, addrs []string, opt shardedredis.MigrateOption
 		}
 		c.Close()
 		rates = append(rates, float64(moved)/elapsed.Seconds())
-		machines = append(machines, machine)
-		clients = append(clients, cpu.Seconds()/elapsed.Seconds()/float64(runtime.NumCPU()))
+		if idleBusy.total > 0 && migBusy.total > 0 {
+			machines = append(machines, migBusy.machine())
+			clients = append(clients, migBusy.client())
+			idles = append(idles, idleBusy.machine())
+		}
 		i, p := percentile(idle, 99), percentile(busy, 99)
 		idleP99 = append(idleP99, float64(i.Nanoseconds()))
 		busyP99 = append(busyP99, float64(p.Nanoseconds()))
@@ -755,46 +782,60 @@ func benchMigration(b *testing.B, addrs []string, opt shardedredis.MigrateOption
 	b.ReportMetric(medianOf(idleP99), "idle-GET-p99-ns")
 	b.ReportMetric(medianOf(busyP99), "migrating-GET-p99-ns")
 	b.ReportMetric(medianOf(ratios), "ratio-GET-p99-migrating:idle")
-	if machines[0] >= 0 {
+	if len(machines) > 0 {
 		b.ReportMetric(medianOf(machines), "machine-busy")
+		b.ReportMetric(medianOf(clients), "client-busy")
+		b.ReportMetric(medianOf(idles), "idle-machine-busy")
 	}
-	b.ReportMetric(medianOf(clients), "client-busy")
 	b.ReportMetric(1e9/medianOf(rates), "ns/op") // per key moved
 	b.ReportMetric(0, "allocs/op")
 	b.ReportMetric(0, "B/op")
 }
 
-// cpuJiffies are the first line of /proc/stat: the time every core has
-// spent busy and in all, in clock ticks since boot; zero where there is no
-// /proc/stat.
-type cpuJiffies struct{ busy, total uint64 }
+// busyTime is CPU time in clock ticks, from /proc: every core's time
+// (total), its busy part (user, nice, system, irq, softirq: not idle,
+// iowait, or steal, the hypervisor's), and this process's (self, user and
+// system); zero where /proc does not tell it.
+type busyTime struct{ busy, total, self uint64 }
 
-func machineBusy() cpuJiffies {
-	data, err := os.ReadFile("/proc/stat")
-	line, _, _ := strings.Cut(string(data), "\n")
-	fields := strings.Fields(line)
-	if err != nil || len(fields) < 5 || fields[0] != "cpu" {
-		return cpuJiffies{}
+// readBusyTime reads the CPU time since boot.
+func readBusyTime() busyTime {
+	stat, err1 := os.ReadFile("/proc/stat")
+	self, err2 := os.ReadFile("/proc/self/stat")
+	line, _, _ := strings.Cut(string(stat), "\n")
+	cores := strings.Fields(line) // cpu user nice system idle iowait irq softirq steal ...
+	_, after, _ := strings.Cut(string(self), ") ")
+	proc := strings.Fields(after) // state ppid ... (field 3 on), utime and stime fields 14 and 15
+	if err1 != nil || err2 != nil || len(cores) < 9 || cores[0] != "cpu" || len(proc) < 13 {
+		return busyTime{}
 	}
-	var j cpuJiffies
-	for i, f := range fields[1:] {
+	var t busyTime
+	for i, f := range cores[1:9] {
 		n, _ := strconv.ParseUint(f, 10, 64)
-		j.total += n
-		if i != 3 && i != 4 { // idle, iowait
-			j.busy += n
+		t.total += n
+		if i != 3 && i != 4 && i != 7 {
+			t.busy += n
 		}
 	}
-	return j
+	for _, f := range proc[11:13] {
+		n, _ := strconv.ParseUint(f, 10, 64)
+		t.self += n
+	}
+	return t
 }
 
-// since returns the fraction of the cores' time that was busy from j0 to
-// j, or -1 when it is unknown.
-func (j cpuJiffies) since(j0 cpuJiffies) float64 {
-	if j.total <= j0.total {
-		return -1
+// since returns the CPU time from t0 to t; zero when either is unknown.
+func (t busyTime) since(t0 busyTime) busyTime {
+	if t0.total == 0 || t.total <= t0.total {
+		return busyTime{}
 	}
-	return float64(j.busy-j0.busy) / float64(j.total-j0.total)
+	return busyTime{busy: t.busy - t0.busy, total: t.total - t0.total, self: t.self - t0.self}
 }
+
+// machine and client are the busy fractions of the cores' time over an
+// interval (from since): every process's, and this one's.
+func (t busyTime) machine() float64 { return float64(t.busy) / float64(t.total) }
+func (t busyTime) client() float64  { return float64(t.self) / float64(t.total) }
 
 // liveGets GETs random keys through c, one at a time, while during runs,
 // and returns the latencies.

@@ -9,6 +9,7 @@ import (
 	"github.com/bradfitz/gomemcache/memcache"
 
 	"github.com/shardedcache/shardedcache/internal/mcmeta"
+	"github.com/shardedcache/shardedcache/internal/workers"
 	"github.com/shardedcache/shardedcache/shardedclient"
 )
 
@@ -387,11 +388,15 @@ func fanOut[T any](ctx context.Context, v *view, name string, shards []int, call
 	if f.pending.Add(int32(len(shards))) == 0 {
 		v.Release()
 	}
-	// Each shard on a goroutine of its own but the last, which runs on the
-	// caller's.
+	// Each shard on a kept worker (see workers.Go) but the last, which runs
+	// on the caller's goroutine.
 	var wg sync.WaitGroup
 	for j := range len(shards) - 1 {
-		wg.Go(func() { f.one(j) })
+		wg.Add(1)
+		workers.Go(func() {
+			defer wg.Done()
+			f.one(j)
+		})
 	}
 	if len(shards) > 0 {
 		f.one(len(shards) - 1)

@@ -11,6 +11,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/shardedcache/shardedcache/internal/workers"
 	"github.com/shardedcache/shardedcache/redis/internal/commands"
 	"github.com/shardedcache/shardedcache/shardedclient"
 )
@@ -523,7 +524,7 @@ func (c *ShardedClient) processTx(ctx context.Context, cmds []goredis.Cmder) err
 
 // execGroups runs groups[i] on shard i, the shards in parallel: one command
 // alone, several as a pipeline. The last shard's group runs on the calling
-// goroutine, the others each on a worker (see goWork): one shard needs
+// goroutine, the others each on a worker (see workers.Go): one shard needs
 // none.
 func execGroups(ctx context.Context, v *view, groups [][]goredis.Cmder) {
 	var wg sync.WaitGroup
@@ -535,7 +536,7 @@ func execGroups(ctx context.Context, v *view, groups [][]goredis.Cmder) {
 		if last >= 0 {
 			j := last
 			wg.Add(1)
-			goWork(func() {
+			workers.Go(func() {
 				defer wg.Done()
 				execGroup(ctx, v, j, groups[j])
 			})

@@ -1,4 +1,6 @@
-package redis
+// Package workers runs the shards of a fan-out in parallel on goroutines
+// kept between calls.
+package workers
 
 import "time"
 
@@ -15,8 +17,9 @@ var workers = make(chan func()) // unbuffered: a send succeeds only to an idle w
 // workerIdle is how long a worker waits for its next call before it ends.
 const workerIdle = 100 * time.Millisecond
 
-// goWork runs f on an idle worker, or on a new one when none is idle.
-func goWork(f func()) {
+// Go runs f on an idle worker, or on a new one when none is idle. It does
+// not wait for f.
+func Go(f func()) {
 	select {
 	case workers <- f:
 	default:
