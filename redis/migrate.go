@@ -29,7 +29,7 @@ type MigrateOptions struct {
 	// Larger batches and more of them in flight move more keys per second
 	// until the servers are busy, and lengthen the queues that live
 	// commands wait in: on the README's 2-core machine (its Speed
-	// section), the defaults moved ~100,000 keys/s with a live GET p99 ~23
+	// section), the defaults moved ~84,000 keys/s with a live GET p99 ~21
 	// times the idle one, both cores busy. KeysPerSecond bounds the load
 	// whatever the sizes.
 	InFlight int
