@@ -2,12 +2,16 @@ package redis
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"strconv"
+	"sync"
 	"testing"
 
 	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/shardedcache/shardedcache/internal/workers"
 )
 
 // stubHook answers every command on the client it is added to without
@@ -52,7 +56,8 @@ func stubReply(cmd goredis.Cmder) {
 // BenchmarkDispatch compares this package's dispatch with go-redis Ring's,
 // over 4 shards whose clients answer without I/O (stubHook): one GET, an
 // MGET of 100 keys (Ring: a pipeline of 100 GETs, as it has no cross-shard
-// MGET) and a pipeline of 100 GETs.
+// MGET; floor: the keys split by shard beforehand, an MGET per shard) and a
+// pipeline of 100 GETs.
 func BenchmarkDispatch(b *testing.B) {
 	ctx := context.Background()
 	var shards []ShardOptions
@@ -90,6 +95,33 @@ func BenchmarkDispatch(b *testing.B) {
 		}
 		return err
 	}
+	// The floor: the keys split by shard beforehand, one MGET per shard on
+	// the shard clients, in parallel as execGroups runs them.
+	var split [][]string
+	for _, sh := range sharded.Shards() {
+		var mine []string
+		for _, k := range keys {
+			if sharded.GetShard(k) == sh.Client {
+				mine = append(mine, k)
+			}
+		}
+		split = append(split, mine)
+	}
+	floor := func() error {
+		errs := make([]error, len(split))
+		var wg sync.WaitGroup
+		for i := range split[:len(split)-1] {
+			wg.Add(1)
+			workers.Go(func() {
+				defer wg.Done()
+				errs[i] = sharded.Shards()[i].Client.MGet(ctx, split[i]...).Err()
+			})
+		}
+		last := len(split) - 1
+		errs[last] = sharded.Shards()[last].Client.MGet(ctx, split[last]...).Err()
+		wg.Wait()
+		return errors.Join(errs...)
+	}
 	mget := func() error {
 		vals, err := sharded.MGet(ctx, keys...).Result()
 		if err == nil && (len(vals) != len(keys) || vals[len(keys)-1] != "v") {
@@ -105,6 +137,7 @@ func BenchmarkDispatch(b *testing.B) {
 		{"GET/ring", func() error { return ring.Get(ctx, "user:12345").Err() }},
 		{"MGET-100/sharded", mget},
 		{"MGET-100/ring", func() error { return pipeline(ring) }},
+		{"MGET-100/floor", floor},
 		{"Pipeline-100/sharded", func() error { return pipeline(sharded) }},
 		{"Pipeline-100/ring", func() error { return pipeline(ring) }},
 	} {

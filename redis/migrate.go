@@ -370,7 +370,9 @@ func (m *Migration) scanShard(ctx context.Context, p *shardProgress) error {
 // moveFrom deletes the stale copies among keys, found on source p, and
 // moves, BatchSize keys at a time (a server may return more keys than
 // COUNT asks), those whose owner is another shard; the keys that fail go to
-// p's retry list.
+// p's retry list. A batch is counted once it is done: the keys that ctx's
+// end left unmoved are not counted as scanned, since the run that resumes
+// finds them again (on its retry list, or in a page it scans again).
 func (m *Migration) moveFrom(ctx context.Context, v *view, p *shardProgress, keys []string) error {
 	for batch := range slices.Chunk(keys, m.chunk) {
 		if err := m.limiter.WaitN(ctx, len(batch)); err != nil {
@@ -378,15 +380,16 @@ func (m *Migration) moveFrom(ctx context.Context, v *view, p *shardProgress, key
 			// the burst): ctx's end, seen early.
 			return cmp.Or(ctx.Err(), context.DeadlineExceeded)
 		}
-		p.scanned.Add(int64(len(batch)))
 		var pending shardedclient.Pending
 		var stale []string
+		var c batchCounts
 		for _, k := range batch {
 			from, to, _ := v.Moved(k)
 			switch {
 			case to == p.index:
-				p.owned.Add(1)
+				c.owned++
 			case from == p.index:
+				c.leaving++
 				v.Track(&pending, k)
 			default:
 				// Owned here neither before nor after the move: a stale copy,
@@ -396,14 +399,19 @@ func (m *Migration) moveFrom(ctx context.Context, v *view, p *shardProgress, key
 		}
 		if len(stale) > 0 {
 			if err := v.Client(p.index).Unlink(ctx, stale...).Err(); err != nil {
+				p.count(c)
 				return v.Err(p.index, fmt.Errorf("migration: removing stale copies: %w", err))
 			}
-			p.stale.Add(int64(len(stale)))
+			c.stale = len(stale)
 		}
+		// A key that leaves but is not pending has been moved already, by a
+		// command since the SCAN: gone from here.
+		c.gone = c.leaving - len(pending.Moving())
 		err := v.Prepare(ctx, &pending, func(ctx context.Context, v *view, keys []shardedclient.MovingKey) error {
-			p.add(moveBatch(ctx, v, keys))
+			c.moves = moveBatch(ctx, v, keys)
 			return nil
 		})
+		p.count(c)
 		if err != nil {
 			return err
 		}
@@ -411,22 +419,36 @@ func (m *Migration) moveFrom(ctx context.Context, v *view, p *shardProgress, key
 	return nil
 }
 
+// batchCounts are the outcomes of one batch of moveFrom.
+type batchCounts struct {
+	owned, leaving, stale, gone int
+	moves                       moveCounts // of the keys that were pending, when they were tried
+}
+
 func isContextErr(err error) bool {
 	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }
 
-// add counts the outcomes of one batch. A key cut short by the end of Run's
-// context goes on the retry list without counting as failed: resuming
-// moves it.
-func (p *shardProgress) add(c moveCounts) {
-	p.moved.Add(int64(c.moved))
-	p.onOwner.Add(int64(c.onOwner))
-	p.gone.Add(int64(c.gone))
+// count adds the outcomes of one batch to p, and its keys to Scanned less
+// those left for the run that resumes: the leaving keys that were never
+// tried (ctx ended while they waited, or before), and those that ctx's end
+// cut short, which go on the retry list without counting as failed. The
+// other failed keys go on the retry list and count as failed.
+func (p *shardProgress) count(c batchCounts) {
+	m := c.moves
+	tried := m.moved + m.onOwner + m.gone + len(m.failed)
+	left := c.leaving - c.gone - tried
+	p.owned.Add(int64(c.owned))
+	p.stale.Add(int64(c.stale))
+	p.moved.Add(int64(m.moved))
+	p.onOwner.Add(int64(m.onOwner))
+	p.gone.Add(int64(c.gone + m.gone))
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for _, f := range c.failed {
+	for _, f := range m.failed {
 		p.retry = append(p.retry, f.Key)
 		if isContextErr(f.Err) {
+			left++
 			continue
 		}
 		p.failed.Add(1)
@@ -434,6 +456,7 @@ func (p *shardProgress) add(c moveCounts) {
 			p.failures = append(p.failures, f)
 		}
 	}
+	p.scanned.Add(int64(c.owned + c.stale + c.leaving - left))
 }
 
 func (p *shardProgress) failuresCopy() []*KeyMoveError {
