@@ -62,17 +62,19 @@ type ShardCheckpoint struct {
 	Done   bool     // the scan went round and every key moved
 }
 
-// ShardProgress is the progress of one source shard. Every key SCAN returned
-// is counted once in Owned, Moved, OnNewOwner, Gone, Stale or Failed.
+// ShardProgress is the progress of one source shard in one run. Every key
+// it counts as scanned is counted once in Owned, Moved, OnNewOwner, Gone,
+// Stale or Failed; a key that the run's context ended before it moved is
+// counted in none (nor as scanned): the run that resumes it counts it.
 type ShardProgress struct {
 	ID         string // the shard's identity, the key of Checkpoint.Shards
 	Shard      string // the shard, as `shard 1 "b" (10.0.0.2:6379)`
 	Name, Addr string // the shard's name and address (Shard.Name, Shard.Addr)
-	Scanned    int64  // keys SCAN returned
+	Scanned    int64  // keys SCAN returned (and retried keys), less those left to a resumed run
 	Owned      int64  // keys this shard owns under the new ring: they stay
 	Moved      int64  // keys restored on their new owner and deleted here
 	OnNewOwner int64  // keys already on their new owner (moved by a command in this window): the copy here was deleted
-	Gone       int64  // keys deleted or expired between the SCAN and the move
+	Gone       int64  // keys deleted, expired or moved by a command between the SCAN and the move
 	Stale      int64  // copies this shard did not own before the move either: deleted
 	Failed     int64  // keys that could not be moved (see Failures); they stay here
 	Cursor     uint64 // the SCAN cursor to resume from
