@@ -206,8 +206,8 @@ func attackRun(t *testing.T, seed uint64) {
 // failRestore fails the RESTOREs sent through a shard client as told: each
 // pipeline (or command) holding a RESTORE asks decide, which may block; an
 // error fails the whole pipeline, unsent.
-func failRestore(decide func(key string) error) beforeSend {
-	return func(_ context.Context, cmds []goredis.Cmder) error {
+func failRestore(decide func(key string) error) sendHook {
+	return beforeSend(func(_ context.Context, cmds []goredis.Cmder) error {
 		for _, cmd := range cmds {
 			if cmd.Name() == "restore" {
 				if err := decide(fmt.Sprint(cmd.Args()[1])); err != nil {
@@ -216,7 +216,7 @@ func failRestore(decide func(key string) error) beforeSend {
 			}
 		}
 		return nil
-	}
+	})
 }
 
 // A checkpoint taken while Run retries the keys that failed before (a

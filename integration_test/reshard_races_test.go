@@ -75,13 +75,13 @@ func (h hold) wait(cmd goredis.Cmder) {
 }
 
 // hook is h as a shard client's hook.
-func (h hold) hook() beforeSend {
-	return func(_ context.Context, cmds []goredis.Cmder) error {
+func (h hold) hook() sendHook {
+	return beforeSend(func(_ context.Context, cmds []goredis.Cmder) error {
 		for _, cmd := range cmds {
 			h.wait(cmd)
 		}
 		return nil
-	}
+	})
 }
 
 // A write begun before BeginResharding, and acknowledged, is not lost: the

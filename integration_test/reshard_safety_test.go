@@ -40,33 +40,54 @@ func safetyFixture(t *testing.T, n, k int, h shardedredis.Health) ([]shardedredi
 	return shards, direct, c
 }
 
-// beforeSend is a hook for a shard client: it calls f with each command
-// (alone, as a slice of one) or pipeline that the client is about to send;
-// an error from f fails every command of it, unsent.
-type beforeSend func(ctx context.Context, cmds []goredis.Cmder) error
+// sendHook is a hook for a shard client: before, when set, is called with
+// each command (alone, as a slice of one) or pipeline that the client is
+// about to send, and an error from it fails every command of it, unsent;
+// after, when set, is called once the client has its replies.
+type sendHook struct {
+	before func(ctx context.Context, cmds []goredis.Cmder) error
+	after  func(ctx context.Context, cmds []goredis.Cmder)
+}
 
-func (f beforeSend) DialHook(n goredis.DialHook) goredis.DialHook { return n }
+// beforeSend is a sendHook with before f.
+func beforeSend(f func(ctx context.Context, cmds []goredis.Cmder) error) sendHook {
+	return sendHook{before: f}
+}
 
-func (f beforeSend) ProcessHook(n goredis.ProcessHook) goredis.ProcessHook {
+func (h sendHook) DialHook(n goredis.DialHook) goredis.DialHook { return n }
+
+func (h sendHook) ProcessHook(n goredis.ProcessHook) goredis.ProcessHook {
 	return func(ctx context.Context, cmd goredis.Cmder) error {
-		if err := f(ctx, []goredis.Cmder{cmd}); err != nil {
-			cmd.SetErr(err)
+		return h.send(ctx, []goredis.Cmder{cmd}, func() error {
+			err := n(ctx, cmd)
+			if err != nil && cmd.Err() == nil {
+				cmd.SetErr(err) // as go-redis's Process will
+			}
 			return err
-		}
-		return n(ctx, cmd)
+		})
 	}
 }
 
-func (f beforeSend) ProcessPipelineHook(n goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
+func (h sendHook) ProcessPipelineHook(n goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []goredis.Cmder) error {
-		if err := f(ctx, cmds); err != nil {
+		return h.send(ctx, cmds, func() error { return n(ctx, cmds) })
+	}
+}
+
+func (h sendHook) send(ctx context.Context, cmds []goredis.Cmder, next func() error) error {
+	if h.before != nil {
+		if err := h.before(ctx, cmds); err != nil {
 			for _, cmd := range cmds {
 				cmd.SetErr(err)
 			}
 			return err
 		}
-		return n(ctx, cmds)
 	}
+	err := next()
+	if h.after != nil {
+		h.after(ctx, cmds)
+	}
+	return err
 }
 
 // placementOf returns a client over shards, closed when t ends, that tells

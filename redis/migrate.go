@@ -60,6 +60,9 @@ type ShardCheckpoint struct {
 	Cursor uint64   // the SCAN cursor to continue from
 	Retry  []string // keys before Cursor that failed to move: moved first on resume
 	Done   bool     // the scan went round and every key moved
+	// Swept is true once the scan went round: only Retry is left, and
+	// Cursor (0) does not start it again.
+	Swept bool
 }
 
 // ShardProgress is the progress of one source shard in one run. Every key
@@ -104,11 +107,13 @@ type shardProgress struct {
 	ejected                                             bool
 	scanned, owned, moved, onOwner, gone, stale, failed atomic.Int64
 	cursor                                              atomic.Uint64
-	done                                                atomic.Bool
+	swept                                               atomic.Bool // the scan went round: only the retry list is left
+	done                                                atomic.Bool // swept, and the retry list is empty
 
 	mu       sync.Mutex
 	failures []*KeyMoveError // the first maxFailures
-	retry    []string        // every key that failed since the last resume
+	retry    []string        // every key that failed since the last resume, once
+	listed   map[string]bool // the keys of retry
 	retrying []string        // the keys of retry that Run is moving again (takeRetry)
 }
 
@@ -156,14 +161,16 @@ func (c *ShardedClient) NewMigration(opt MigrateOptions) (*Migration, error) {
 		idx := v.PreviousIndex(i)
 		sh := v.Shard(idx)
 		p := &shardProgress{id: v.ID(idx), label: v.Label(idx), name: sh.Name, addr: sh.Addr, index: idx}
+		p.setRetry(nil)
 		if opt.Resume != nil {
 			cp, ok := opt.Resume.Shards[p.id]
 			if !ok {
 				return nil, fmt.Errorf("%w: it has no entry for source %s (%s)", ErrCheckpoint, p.label, p.id)
 			}
 			p.cursor.Store(cp.Cursor)
+			p.swept.Store(cp.Swept || cp.Done)
 			p.done.Store(cp.Done)
-			p.retry = slices.Clone(cp.Retry)
+			p.setRetry(slices.Clone(cp.Retry))
 		}
 		m.progress = append(m.progress, p)
 	}
@@ -248,6 +255,9 @@ func (m *Migration) Run(ctx context.Context) error {
 		}
 		return err
 	}
+	if err := ctx.Err(); err != nil {
+		return err // keys it cut short are left: the window stays open
+	}
 	var failed []*KeyMoveError
 	for _, p := range m.progress {
 		failed = append(failed, p.failuresCopy()...)
@@ -263,7 +273,8 @@ func (m *Migration) Run(ctx context.Context) error {
 }
 
 // runShard moves the keys of source p that failed before (its retry list),
-// then scans on from its cursor (scanShard).
+// then, unless its scan went round already, scans on from its cursor
+// (scanShard).
 func (m *Migration) runShard(ctx context.Context, p *shardProgress) error {
 	if retry := p.takeRetry(); len(retry) > 0 {
 		err := m.onView(p, func(v *view) error { return m.moveFrom(ctx, v, p, retry) })
@@ -271,6 +282,10 @@ func (m *Migration) runShard(ctx context.Context, p *shardProgress) error {
 		if err != nil {
 			return err
 		}
+	}
+	if p.swept.Load() {
+		p.done.Store(len(p.retryCopy()) == 0)
+		return nil
 	}
 	return m.scanShard(ctx, p)
 }
@@ -364,6 +379,7 @@ func (m *Migration) scanShard(ctx context.Context, p *shardProgress) error {
 		return err
 	}
 	if finished {
+		p.swept.Store(true)
 		p.done.Store(len(p.retryCopy()) == 0)
 	}
 	return nil
@@ -374,7 +390,9 @@ func (m *Migration) scanShard(ctx context.Context, p *shardProgress) error {
 // COUNT asks), those whose owner is another shard; the keys that fail go to
 // p's retry list. A batch is counted once it is done: the keys that ctx's
 // end left unmoved are not counted as scanned, since the run that resumes
-// finds them again (on its retry list, or in a page it scans again).
+// finds them again, and moveFrom then returns ctx's error, so that their
+// page is not passed (scanShard) and a retry puts its keys back on the
+// list (endRetry).
 func (m *Migration) moveFrom(ctx context.Context, v *view, p *shardProgress, keys []string) error {
 	for batch := range slices.Chunk(keys, m.chunk) {
 		if err := m.limiter.WaitN(ctx, len(batch)); err != nil {
@@ -413,7 +431,9 @@ func (m *Migration) moveFrom(ctx context.Context, v *view, p *shardProgress, key
 			c.moves = moveBatch(ctx, v, keys)
 			return nil
 		})
-		p.count(c)
+		if left := p.count(c); err == nil && left > 0 {
+			err = cmp.Or(ctx.Err(), context.Canceled)
+		}
 		if err != nil {
 			return err
 		}
@@ -431,15 +451,23 @@ func isContextErr(err error) bool {
 	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }
 
-// count adds the outcomes of one batch to p, and its keys to Scanned less
-// those left for the run that resumes: the leaving keys that were never
-// tried (ctx ended while they waited, or before), and those that ctx's end
-// cut short, which go on the retry list without counting as failed. The
-// other failed keys go on the retry list and count as failed.
-func (p *shardProgress) count(c batchCounts) {
+// count adds one batch to p and returns the number of its keys left for
+// the run that resumes: the leaving keys that were never tried (ctx ended
+// while they waited, or before) and those that ctx's end cut short. They
+// are counted in nothing, not even as scanned, and are not put on the
+// retry list: their page is scanned again, or, in a retry, endRetry puts
+// them back. The other failed keys go on the retry list and count as
+// failed. Scanned is added first, so that a snapshot (Progress) never
+// shows more outcomes than keys scanned.
+func (p *shardProgress) count(c batchCounts) (left int) {
 	m := c.moves
-	tried := m.moved + m.onOwner + m.gone + len(m.failed)
-	left := c.leaving - c.gone - tried
+	left = c.leaving - c.gone - (m.moved + m.onOwner + m.gone + len(m.failed))
+	for _, f := range m.failed {
+		if isContextErr(f.Err) {
+			left++
+		}
+	}
+	p.scanned.Add(int64(c.owned + c.stale + c.leaving - left))
 	p.owned.Add(int64(c.owned))
 	p.stale.Add(int64(c.stale))
 	p.moved.Add(int64(m.moved))
@@ -448,17 +476,30 @@ func (p *shardProgress) count(c batchCounts) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, f := range m.failed {
-		p.retry = append(p.retry, f.Key)
-		if isContextErr(f.Err) {
-			left++
-			continue
-		}
-		p.failed.Add(1)
-		if len(p.failures) < maxFailures {
-			p.failures = append(p.failures, f)
+		switch {
+		case isContextErr(f.Err):
+		case p.listed[f.Key]:
+			// Failed earlier in this run (its retry, then the page that
+			// had it scanned again after a cut): counted then.
+			p.scanned.Add(-1)
+		default:
+			p.retry = append(p.retry, f.Key)
+			p.listed[f.Key] = true
+			p.failed.Add(1)
+			if len(p.failures) < maxFailures {
+				p.failures = append(p.failures, f)
+			}
 		}
 	}
-	p.scanned.Add(int64(c.owned + c.stale + c.leaving - left))
+	return left
+}
+
+// setRetry makes keys p's retry list; p.mu is held, or p not yet shared.
+func (p *shardProgress) setRetry(keys []string) {
+	p.retry, p.listed = keys, make(map[string]bool, len(keys))
+	for _, k := range keys {
+		p.listed[k] = true
+	}
 }
 
 func (p *shardProgress) failuresCopy() []*KeyMoveError {
@@ -483,8 +524,10 @@ func (p *shardProgress) takeRetry() []string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	keys := p.retry
-	p.retrying, p.retry, p.failures = keys, nil, nil
-	p.failed.Store(0)
+	p.retrying, p.failures = keys, nil
+	p.setRetry(nil)
+	// They are counted again as they are retried.
+	p.scanned.Add(-p.failed.Swap(0))
 	return keys
 }
 
@@ -496,7 +539,7 @@ func (p *shardProgress) endRetry(stopped bool) {
 	defer p.mu.Unlock()
 	if stopped {
 		// Less those that failed again, listed already.
-		p.retry = slices.Compact(slices.Sorted(slices.Values(slices.Concat(p.retry, p.retrying))))
+		p.setRetry(slices.Compact(slices.Sorted(slices.Values(slices.Concat(p.retry, p.retrying)))))
 	}
 	p.retrying = nil
 }
@@ -506,9 +549,12 @@ func (p *shardProgress) endRetry(stopped bool) {
 func (m *Migration) Progress() []ShardProgress {
 	out := make([]ShardProgress, len(m.progress))
 	for i, p := range m.progress {
-		out[i] = ShardProgress{ID: p.id, Shard: p.label, Name: p.name, Addr: p.addr, Scanned: p.scanned.Load(), Owned: p.owned.Load(),
+		// Scanned last: a batch adds it before its outcomes (count), so
+		// that the outcomes read here never exceed it.
+		out[i] = ShardProgress{ID: p.id, Shard: p.label, Name: p.name, Addr: p.addr, Owned: p.owned.Load(),
 			Moved: p.moved.Load(), OnNewOwner: p.onOwner.Load(), Gone: p.gone.Load(), Stale: p.stale.Load(),
 			Failed: p.failed.Load(), Cursor: p.cursor.Load(), Done: p.done.Load(), Failures: p.failuresCopy()}
+		out[i].Scanned = p.scanned.Load()
 	}
 	return out
 }
@@ -519,7 +565,7 @@ func (m *Migration) Progress() []ShardProgress {
 func (m *Migration) Checkpoint() *Checkpoint {
 	cp := &Checkpoint{Window: m.window.ID, Shards: make(map[string]ShardCheckpoint, len(m.progress))}
 	for _, p := range m.progress {
-		cp.Shards[p.id] = ShardCheckpoint{Cursor: p.cursor.Load(), Retry: p.retryCopy(), Done: p.done.Load()}
+		cp.Shards[p.id] = ShardCheckpoint{Cursor: p.cursor.Load(), Retry: p.retryCopy(), Done: p.done.Load(), Swept: p.swept.Load()}
 	}
 	return cp
 }

@@ -1,0 +1,293 @@
+package integration_test
+
+// Attacks: failures that are not cancels (a RESTORE refused, a DEL whose
+// reply is lost) mixed with cancels, and a Migration run again.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	shardedredis "github.com/shardedcache/shardedcache/redis"
+)
+
+// oneToTwo writes n string keys on server 0 ("a") and opens a window to
+// a and b; it returns the fixture, the keys that move to b, and want.
+func oneToTwo(t *testing.T, prefix string, n int) ([]*goredis.Client, *shardedredis.ShardedClient, []string, map[string]bool) {
+	t.Helper()
+	shards, direct, c := safetyFixture(t, 2, 1, shardedredis.Health{})
+	next := placementOf(t, shards)
+	moving := map[string]bool{}
+	var keys []string
+	for i := range n {
+		k := prefix + strconv.Itoa(i)
+		keys = append(keys, k)
+		if err := c.Set(ctx, k, "v"+k, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		moving[k] = next.GetShardInfo(k).Index == 1
+	}
+	if err := c.BeginResharding(shards); err != nil {
+		t.Fatal(err)
+	}
+	return direct, c, keys, moving
+}
+
+// checkOneToTwo checks every key on its owner alone with its value.
+func checkOneToTwo(t *testing.T, direct []*goredis.Client, keys []string, moving map[string]bool) {
+	t.Helper()
+	bad := 0
+	for _, k := range keys {
+		a, b := holdsValue(t, direct[0], k), holdsValue(t, direct[1], k)
+		if (moving[k] && (a != "" || b != "v"+k)) || (!moving[k] && (a != "v"+k || b != "")) {
+			bad++
+			if bad < 4 {
+				t.Errorf("%s (moves: %v): a=%q b=%q", k, moving[k], a, b)
+			}
+		}
+	}
+	if bad > 0 {
+		t.Errorf("%d keys misplaced", bad)
+	}
+}
+
+// TestReshardRerunSameMigration runs a Migration whose first batch's
+// RESTOREs are refused once (a *MigrationError), then runs the same
+// Migration again, as MigrationError's doc allows ("Run again"): its
+// Progress must still count every key once.
+func TestReshardRerunSameMigration(t *testing.T) {
+	direct, c, keys, moving := oneToTwo(t, "rr:", 200)
+	var refused atomic.Int32
+	c.AddHook(beforeSend(func(_ context.Context, cmds []goredis.Cmder) error {
+		if slices.ContainsFunc(cmds, func(c goredis.Cmder) bool { return c.Name() == "restore" }) && refused.Add(1) == 1 {
+			return errors.New("injected: RESTORE refused")
+		}
+		return nil
+	}))
+	m, err := c.NewMigration(shardedredis.MigrateOptions{BatchSize: 20, Parallelism: 1, InFlight: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var merr *shardedredis.MigrationError
+	if err := m.Run(ctx); !errors.As(err, &merr) {
+		t.Fatalf("run 1: %v, want a *MigrationError", err)
+	}
+	p1 := m.Progress()[0]
+	checkRunCounts(t, "run 1", m.Progress())
+	if err := m.Run(ctx); err != nil {
+		t.Fatalf("run 2 of the same Migration: %v", err)
+	}
+	p2 := m.Progress()[0]
+	t.Logf("after run 1: %+v", p1)
+	t.Logf("after run 2: %+v", p2)
+	checkRunCounts(t, "same Migration after its second Run", m.Progress())
+	nMoving := 0
+	for _, k := range keys {
+		nMoving += b2i(moving[k])
+	}
+	if p2.Moved+p2.OnNewOwner != int64(nMoving) {
+		t.Errorf("the Migration counts %d moves, want the %d keys that change owner", p2.Moved+p2.OnNewOwner, nMoving)
+	}
+	checkOneToTwo(t, direct, keys, moving)
+}
+
+// TestReshardRefusedThenCutInSamePage: in run 1 the RESTOREs of a page's
+// first batch are refused (Failed, retry list) and the run is cut while the
+// page's second batch waits for the rate limiter (the page is not
+// committed). The refusal lasts through run 2 (resumed): its keys are tried
+// from the retry list and again from the page scanned again, whose
+// RESTOREs, holding them, are refused whole. Run 3 then moves them. Each
+// key must be counted once per run, listed once, and moved once over the
+// runs (run 2 once failed 43 for 32 keys, and run 3 counted 43 moves).
+func TestReshardRefusedThenCutInSamePage(t *testing.T) {
+	direct, c, keys, moving := oneToTwo(t, "rc:", 60)
+	var mu sync.Mutex
+	refusing := true
+	var refusedKeys map[string]bool
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	c.AddHook(beforeSend(func(_ context.Context, cmds []goredis.Cmder) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if !refusing || !slices.ContainsFunc(cmds, func(c goredis.Cmder) bool { return c.Name() == "restore" }) {
+			return nil
+		}
+		if refusedKeys == nil {
+			refusedKeys = map[string]bool{}
+			for _, cmd := range cmds {
+				refusedKeys[fmt.Sprint(cmd.Args()[1])] = true
+			}
+			time.AfterFunc(300*time.Millisecond, cancel) // while the next batch waits
+			return errors.New("injected: RESTORE refused")
+		}
+		for _, cmd := range cmds {
+			if refusedKeys[fmt.Sprint(cmd.Args()[1])] {
+				return errors.New("injected: RESTORE refused")
+			}
+		}
+		return nil
+	}))
+	// One page of 60 keys, batches of 20, 20 keys a second: the second
+	// batch waits a second.
+	m, err := c.NewMigration(shardedredis.MigrateOptions{BatchSize: 100, Parallelism: 1, InFlight: 1, KeysPerSecond: 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Run(runCtx); err != context.Canceled {
+		t.Fatalf("run 1: %v, want context.Canceled", err)
+	}
+	checkRunCounts(t, "run 1", m.Progress())
+	cp := m.Checkpoint()
+	t.Logf("run 1: %+v; checkpoint %+v; refused %d keys", m.Progress()[0], cp, len(refusedKeys))
+	var counted int64
+	counted += m.Progress()[0].Moved + m.Progress()[0].OnNewOwner
+
+	m2, err := c.NewMigration(shardedredis.MigrateOptions{BatchSize: 100, Resume: cp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = m2.Run(ctx)
+	var merr *shardedredis.MigrationError
+	if !errors.As(err, &merr) {
+		t.Fatalf("run 2: %v, want a *MigrationError", err)
+	}
+	p2 := m2.Progress()[0]
+	checkRunCounts(t, "run 2", m2.Progress())
+	counted += p2.Moved + p2.OnNewOwner
+	cp2 := m2.Checkpoint()
+	retry := cp2.Shards[p2.ID].Retry
+	distinct := slices.Compact(slices.Sorted(slices.Values(retry)))
+	named := map[string]int{}
+	for _, ke := range merr.Keys {
+		named[ke.Key]++
+	}
+	t.Logf("run 2: %+v; retry list %d keys (%d distinct); MigrationError names %d keys (%d distinct)", p2, len(retry), len(distinct), len(merr.Keys), len(named))
+	// Its retry of the refused keys fails, and so does the page scanned
+	// again, whose RESTOREs hold them too: each key counts once.
+	if p2.Failed != int64(len(distinct)) {
+		t.Errorf("run 2 failed %d, want the %d distinct keys it lists", p2.Failed, len(distinct))
+	}
+	for k := range refusedKeys {
+		if !slices.Contains(distinct, k) {
+			t.Errorf("refused key %s is not on run 2's retry list", k)
+		}
+	}
+	if len(retry) != len(distinct) {
+		t.Errorf("run 2's checkpoint retries %d keys, %d distinct", len(retry), len(distinct))
+	}
+	if len(merr.Keys) != len(named) {
+		t.Errorf("run 2's error names %d failed keys, %d distinct", len(merr.Keys), len(named))
+	}
+
+	mu.Lock()
+	refusing = false
+	mu.Unlock()
+	m3, err := c.NewMigration(shardedredis.MigrateOptions{BatchSize: 100, Resume: cp2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m3.Run(ctx); err != nil {
+		t.Fatalf("run 3: %v", err)
+	}
+	p3 := m3.Progress()[0]
+	checkRunCounts(t, "run 3", m3.Progress())
+	counted += p3.Moved + p3.OnNewOwner
+	t.Logf("run 3: %+v", p3)
+	nMoving := 0
+	for _, k := range keys {
+		nMoving += b2i(moving[k])
+	}
+	if counted != int64(nMoving) {
+		t.Errorf("the runs count %d moves, want the %d keys that change owner", counted, nMoving)
+	}
+	checkOneToTwo(t, direct, keys, moving)
+}
+
+// TestReshardCutDuringRetry: run 1 has every RESTORE of its first few
+// batches refused (a *MigrationError, a long retry list); run 2 resumes and
+// is cut at its nth RESTORE (before it is sent, or after its reply) while
+// it moves the retry list, in batches of 4; run 3 finishes. Each run counts
+// every key once; the runs move each changing key once.
+func TestReshardCutDuringRetry(t *testing.T) {
+	for nth := int32(1); nth <= 14; nth++ {
+		for _, after := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%d/after=%v", nth, after), func(t *testing.T) {
+				direct, c, keys, moving := oneToTwo(t, fmt.Sprintf("cr%d:", nth), 300)
+				var refused atomic.Int32
+				c.AddHook(beforeSend(func(_ context.Context, cmds []goredis.Cmder) error {
+					if slices.ContainsFunc(cmds, func(c goredis.Cmder) bool { return c.Name() == "restore" }) && refused.Add(1) <= 10 {
+						return errors.New("injected: RESTORE refused")
+					}
+					return nil
+				}))
+				m, err := c.NewMigration(shardedredis.MigrateOptions{BatchSize: 10, Parallelism: 1, InFlight: 1})
+				if err != nil {
+					t.Fatal(err)
+				}
+				var merr *shardedredis.MigrationError
+				if err := m.Run(ctx); !errors.As(err, &merr) {
+					t.Fatalf("run 1: %v, want a *MigrationError", err)
+				}
+				first := checkRunCounts(t, "run 1", m.Progress())
+				counted, failed := first.moved, first.failed
+				cp := m.Checkpoint()
+				nRetry := len(cp.Shards[m.Progress()[0].ID].Retry)
+				if int64(nRetry) != failed || len(merr.Keys) != nRetry {
+					t.Errorf("run 1: failed %d, %d keys named, %d to retry", failed, len(merr.Keys), nRetry)
+				}
+				h := &cutAt{name: "restore", nth: nth, after: after}
+				c.AddHook(h.hook())
+				runCtx, cancel := context.WithCancel(ctx)
+				defer cancel()
+				h.arm(cancel)
+				m2, err := c.NewMigration(shardedredis.MigrateOptions{BatchSize: 4, Parallelism: 1, InFlight: 1, Resume: cp})
+				if err != nil {
+					t.Fatal(err)
+				}
+				err = m2.Run(runCtx)
+				h.arm(nil)
+				if h.hits < nth {
+					t.Skipf("run 2 sent %d RESTOREs, fewer than %d", h.hits, nth)
+				}
+				if err != context.Canceled {
+					t.Fatalf("run 2: %v, want context.Canceled", err)
+				}
+				second := checkRunCounts(t, "run 2", m2.Progress())
+				counted += second.moved
+				if f2 := second.failed; f2 != 0 {
+					t.Errorf("run 2 failed %d after a cancel", f2)
+				}
+				cp2 := m2.Checkpoint()
+				retry2 := cp2.Shards[m2.Progress()[0].ID].Retry
+				t.Logf("run 1 left %d to retry; run 2 %+v, left %d to retry", nRetry, m2.Progress()[0], len(retry2))
+				m3, err := c.NewMigration(shardedredis.MigrateOptions{BatchSize: 4, Resume: cp2})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := m3.Run(ctx); err != nil {
+					t.Fatalf("run 3: %v", err)
+				}
+				counted += checkRunCounts(t, "run 3", m3.Progress()).moved
+				nMoving := 0
+				for _, k := range keys {
+					nMoving += b2i(moving[k])
+				}
+				if counted != int64(nMoving) {
+					t.Errorf("the runs count %d moves, want the %d keys that change owner", counted, nMoving)
+				}
+				checkOneToTwo(t, direct, keys, moving)
+				if c.Window() != nil {
+					t.Error("the window is still open")
+				}
+			})
+		}
+	}
+}
