@@ -364,13 +364,25 @@ func (h *cancelOn) before(_ context.Context, cmds []goredis.Cmder) error {
 // moves every key, each once.
 func TestReshardCancelMidBatch(t *testing.T) {
 	for _, name := range []string{"scan", "restore"} {
-		t.Run(name, func(t *testing.T) { testReshardCancelOn(t, name) })
+		t.Run(name, func(t *testing.T) { testReshardCancelOn(t, name, 3, 2000, 50) })
 	}
 }
 
-func testReshardCancelOn(t *testing.T, name string) {
-	shards, direct, c := safetyFixture(t, 3, 2, shardedredis.Health{})
-	const n = 2000
+// TestReshardCancelInLastBatch cuts the last batch of a migration's only
+// source (one page, one batch) at its DUMPs, RESTOREs or DEL: Run returned
+// nil then, and ended the window with every moving key still on its old
+// owner, unreachable.
+func TestReshardCancelInLastBatch(t *testing.T) {
+	for _, name := range []string{"dump", "restore", "del"} {
+		t.Run(name, func(t *testing.T) { testReshardCancelOn(t, name, 2, 40, 200) })
+	}
+}
+
+// testReshardCancelOn moves n keys from the first servers-1 of servers
+// shards to all of them, BatchSize batch, cut at the first command named
+// name, then resumed.
+func testReshardCancelOn(t *testing.T, name string, servers, n, batch int) {
+	shards, direct, c := safetyFixture(t, servers, servers-1, shardedredis.Health{})
 	keys := make([]string, n)
 	for i := range keys {
 		keys[i] = "cut:" + strconv.Itoa(i)
@@ -385,7 +397,7 @@ func testReshardCancelOn(t *testing.T, name string) {
 	defer cancel()
 	h := &cancelOn{name: name, cancel: cancel}
 	c.AddHook(beforeSend(h.before))
-	m, err := c.NewMigration(shardedredis.MigrateOptions{BatchSize: 50, Parallelism: 1, InFlight: 1})
+	m, err := c.NewMigration(shardedredis.MigrateOptions{BatchSize: batch, Parallelism: 1, InFlight: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -419,7 +431,7 @@ func testReshardCancelOn(t *testing.T, name string) {
 			moved += p.Moved + p.OnNewOwner
 		}
 	}
-	before, after := placementOf(t, shards[:2]), placementOf(t, shards)
+	before, after := placementOf(t, shards[:servers-1]), placementOf(t, shards)
 	changing := 0
 	for _, k := range keys {
 		changing += b2i(serverOf(t, before, shards, k) != serverOf(t, after, shards, k))

@@ -1,7 +1,7 @@
 package integration_test
 
-// Attacks: failures that are not cancels (a RESTORE refused, a DEL whose
-// reply is lost) mixed with cancels, and a Migration run again.
+// Failures that are not cancels (a RESTORE refused) mixed with cancels,
+// and a Migration run again.
 
 import (
 	"context"
@@ -41,9 +41,17 @@ func oneToTwo(t *testing.T, prefix string, n int) ([]*goredis.Client, *shardedre
 	return direct, c, keys, moving
 }
 
-// checkOneToTwo checks every key on its owner alone with its value.
-func checkOneToTwo(t *testing.T, direct []*goredis.Client, keys []string, moving map[string]bool) {
+// checkOneToTwo checks that the runs counted moved moves, one per key that
+// changes owner, and every key on its owner alone with its value.
+func checkOneToTwo(t *testing.T, direct []*goredis.Client, keys []string, moving map[string]bool, moved int64) {
 	t.Helper()
+	nMoving := 0
+	for _, k := range keys {
+		nMoving += b2i(moving[k])
+	}
+	if moved != int64(nMoving) {
+		t.Errorf("the runs count %d moves, want the %d keys that change owner", moved, nMoving)
+	}
 	bad := 0
 	for _, k := range keys {
 		a, b := holdsValue(t, direct[0], k), holdsValue(t, direct[1], k)
@@ -59,20 +67,18 @@ func checkOneToTwo(t *testing.T, direct []*goredis.Client, keys []string, moving
 	}
 }
 
-// TestReshardRerunSameMigration runs a Migration whose first batch's
-// RESTOREs are refused once (a *MigrationError), then runs the same
-// Migration again, as MigrationError's doc allows ("Run again"): its
-// Progress must still count every key once.
-func TestReshardRerunSameMigration(t *testing.T) {
-	direct, c, keys, moving := oneToTwo(t, "rr:", 200)
+// runRefused runs a migration with opt on c whose first n pipelines of
+// RESTOREs are refused, unsent, and returns it and its *MigrationError.
+func runRefused(t *testing.T, c *shardedredis.ShardedClient, n int32, opt shardedredis.MigrateOptions) (*shardedredis.Migration, *shardedredis.MigrationError) {
+	t.Helper()
 	var refused atomic.Int32
 	c.AddHook(beforeSend(func(_ context.Context, cmds []goredis.Cmder) error {
-		if slices.ContainsFunc(cmds, func(c goredis.Cmder) bool { return c.Name() == "restore" }) && refused.Add(1) == 1 {
+		if slices.ContainsFunc(cmds, func(c goredis.Cmder) bool { return c.Name() == "restore" }) && refused.Add(1) <= n {
 			return errors.New("injected: RESTORE refused")
 		}
 		return nil
 	}))
-	m, err := c.NewMigration(shardedredis.MigrateOptions{BatchSize: 20, Parallelism: 1, InFlight: 1})
+	m, err := c.NewMigration(opt)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,6 +86,16 @@ func TestReshardRerunSameMigration(t *testing.T) {
 	if err := m.Run(ctx); !errors.As(err, &merr) {
 		t.Fatalf("run 1: %v, want a *MigrationError", err)
 	}
+	return m, merr
+}
+
+// TestReshardRerunSameMigration runs a Migration whose first batch's
+// RESTOREs are refused once (a *MigrationError), then runs the same
+// Migration again, as MigrationError's doc allows ("Run again"): its
+// Progress must still count every key once.
+func TestReshardRerunSameMigration(t *testing.T) {
+	direct, c, keys, moving := oneToTwo(t, "rr:", 200)
+	m, _ := runRefused(t, c, 1, shardedredis.MigrateOptions{BatchSize: 20, Parallelism: 1, InFlight: 1})
 	p1 := m.Progress()[0]
 	checkRunCounts(t, "run 1", m.Progress())
 	if err := m.Run(ctx); err != nil {
@@ -89,14 +105,7 @@ func TestReshardRerunSameMigration(t *testing.T) {
 	t.Logf("after run 1: %+v", p1)
 	t.Logf("after run 2: %+v", p2)
 	checkRunCounts(t, "same Migration after its second Run", m.Progress())
-	nMoving := 0
-	for _, k := range keys {
-		nMoving += b2i(moving[k])
-	}
-	if p2.Moved+p2.OnNewOwner != int64(nMoving) {
-		t.Errorf("the Migration counts %d moves, want the %d keys that change owner", p2.Moved+p2.OnNewOwner, nMoving)
-	}
-	checkOneToTwo(t, direct, keys, moving)
+	checkOneToTwo(t, direct, keys, moving, p2.Moved+p2.OnNewOwner)
 }
 
 // TestReshardRefusedThenCutInSamePage: in run 1 the RESTOREs of a page's
@@ -201,14 +210,7 @@ func TestReshardRefusedThenCutInSamePage(t *testing.T) {
 	checkRunCounts(t, "run 3", m3.Progress())
 	counted += p3.Moved + p3.OnNewOwner
 	t.Logf("run 3: %+v", p3)
-	nMoving := 0
-	for _, k := range keys {
-		nMoving += b2i(moving[k])
-	}
-	if counted != int64(nMoving) {
-		t.Errorf("the runs count %d moves, want the %d keys that change owner", counted, nMoving)
-	}
-	checkOneToTwo(t, direct, keys, moving)
+	checkOneToTwo(t, direct, keys, moving, counted)
 }
 
 // TestReshardCutDuringRetry: run 1 has every RESTORE of its first few
@@ -221,21 +223,7 @@ func TestReshardCutDuringRetry(t *testing.T) {
 		for _, after := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%d/after=%v", nth, after), func(t *testing.T) {
 				direct, c, keys, moving := oneToTwo(t, fmt.Sprintf("cr%d:", nth), 300)
-				var refused atomic.Int32
-				c.AddHook(beforeSend(func(_ context.Context, cmds []goredis.Cmder) error {
-					if slices.ContainsFunc(cmds, func(c goredis.Cmder) bool { return c.Name() == "restore" }) && refused.Add(1) <= 10 {
-						return errors.New("injected: RESTORE refused")
-					}
-					return nil
-				}))
-				m, err := c.NewMigration(shardedredis.MigrateOptions{BatchSize: 10, Parallelism: 1, InFlight: 1})
-				if err != nil {
-					t.Fatal(err)
-				}
-				var merr *shardedredis.MigrationError
-				if err := m.Run(ctx); !errors.As(err, &merr) {
-					t.Fatalf("run 1: %v, want a *MigrationError", err)
-				}
+				m, merr := runRefused(t, c, 10, shardedredis.MigrateOptions{BatchSize: 10, Parallelism: 1, InFlight: 1})
 				first := checkRunCounts(t, "run 1", m.Progress())
 				counted, failed := first.moved, first.failed
 				cp := m.Checkpoint()
@@ -276,14 +264,7 @@ func TestReshardCutDuringRetry(t *testing.T) {
 					t.Fatalf("run 3: %v", err)
 				}
 				counted += checkRunCounts(t, "run 3", m3.Progress()).moved
-				nMoving := 0
-				for _, k := range keys {
-					nMoving += b2i(moving[k])
-				}
-				if counted != int64(nMoving) {
-					t.Errorf("the runs count %d moves, want the %d keys that change owner", counted, nMoving)
-				}
-				checkOneToTwo(t, direct, keys, moving)
+				checkOneToTwo(t, direct, keys, moving, counted)
 				if c.Window() != nil {
 					t.Error("the window is still open")
 				}
