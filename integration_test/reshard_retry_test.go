@@ -272,3 +272,29 @@ func TestReshardCutDuringRetry(t *testing.T) {
 		}
 	}
 }
+
+// TestReshardRetryListedTwiceMovesOnce resumes from a checkpoint whose
+// retry list names each key twice, as one taken while a retried key failed
+// again once did: each key moves, and is counted, once (a key listed twice
+// was moved, then found on its new owner, and counted twice).
+func TestReshardRetryListedTwiceMovesOnce(t *testing.T) {
+	direct, c, keys, moving := oneToTwo(t, "rt:", 200)
+	m, merr := runRefused(t, c, 2, shardedredis.MigrateOptions{BatchSize: 20, Parallelism: 1, InFlight: 1})
+	cp := m.Checkpoint()
+	for id, sc := range cp.Shards {
+		sc.Retry = append(sc.Retry, sc.Retry...)
+		cp.Shards[id] = sc
+	}
+	m2, err := c.NewMigration(shardedredis.MigrateOptions{Resume: cp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m2.Run(ctx); err != nil {
+		t.Fatalf("resumed: %v", err)
+	}
+	first, second := checkRunCounts(t, "run 1", m.Progress()), checkRunCounts(t, "run 2", m2.Progress())
+	if second.moved != int64(len(merr.Keys)) {
+		t.Errorf("run 2 moved %d keys, want the %d listed (twice each)", second.moved, len(merr.Keys))
+	}
+	checkOneToTwo(t, direct, keys, moving, first.moved+second.moved)
+}

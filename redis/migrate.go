@@ -99,6 +99,7 @@ type Migration struct {
 	limiter  *rate.Limiter
 	chunk    int // keys moved per batch: BatchSize, at most a second's worth
 	progress []*shardProgress
+	running  sync.Mutex // held by Run: one run at a time
 }
 
 type shardProgress struct {
@@ -170,7 +171,7 @@ func (c *ShardedClient) NewMigration(opt MigrateOptions) (*Migration, error) {
 			p.cursor.Store(cp.Cursor)
 			p.swept.Store(cp.Swept || cp.Done)
 			p.done.Store(cp.Done)
-			p.setRetry(slices.Clone(cp.Retry))
+			p.setRetry(distinct(cp.Retry))
 		}
 		m.progress = append(m.progress, p)
 	}
@@ -217,10 +218,14 @@ func (e *MigrationError) Unwrap() []error {
 // the others. Run returns ctx's error if ctx ends (resume with Checkpoint),
 // (the keys it was moving then are left for the resumed run, not counted
 // as failed), a *MigrationError naming the keys and shards it could not
-// move or scan (an ejected source shard is not scanned), or nil once every key of every
-// source has moved. Then the window is migrated: unless KeepWindow, Run
-// ends it. Running it again after it finished moves nothing.
+// move or scan (an ejected source shard is not scanned), ErrNoResharding
+// once its window has ended (a Migration belongs to the window it was made
+// in), or nil once every key of every source has moved. Then the window is
+// migrated: unless KeepWindow, Run ends it. Running it again after it
+// finished moves nothing; calls of Run on one Migration run one at a time.
 func (m *Migration) Run(ctx context.Context) error {
+	m.running.Lock()
+	defer m.running.Unlock()
 	// A write begun before BeginResharding may still land on a key's old
 	// owner: wait for it, or a scan that has passed the key would leave it
 	// behind.
@@ -296,7 +301,7 @@ func (m *Migration) onView(p *shardProgress, f func(*view) error) error {
 	v := m.c.shards.Acquire()
 	defer v.Release()
 	switch {
-	case !v.Moving():
+	case !v.Moving() || v.Window() != m.window: // ended, or another window since
 		return ErrNoResharding
 	case v.Ejected(p.index):
 		return v.Err(p.index, errors.New("ejected: its keys were not moved; run the migration again once it is back"))
@@ -418,11 +423,14 @@ func (m *Migration) moveFrom(ctx context.Context, v *view, p *shardProgress, key
 			}
 		}
 		if len(stale) > 0 {
-			if err := v.Client(p.index).Unlink(ctx, stale...).Err(); err != nil {
+			n, err := v.Client(p.index).Unlink(ctx, stale...).Result()
+			if err != nil {
 				p.count(c)
 				return v.Err(p.index, fmt.Errorf("migration: removing stale copies: %w", err))
 			}
-			c.stale = len(stale)
+			// Those not found were gone already (or listed twice: SCAN
+			// may return a key more than once).
+			c.stale, c.staleGone = int(n), len(stale)-int(n)
 		}
 		// A key that leaves but is not pending has been moved already, by a
 		// command since the SCAN: gone from here.
@@ -444,6 +452,7 @@ func (m *Migration) moveFrom(ctx context.Context, v *view, p *shardProgress, key
 // batchCounts are the outcomes of one batch of moveFrom.
 type batchCounts struct {
 	owned, leaving, stale, gone int
+	staleGone                   int        // stale copies UNLINK did not find
 	moves                       moveCounts // of the keys that were pending, when they were tried
 }
 
@@ -467,12 +476,12 @@ func (p *shardProgress) count(c batchCounts) (left int) {
 			left++
 		}
 	}
-	p.scanned.Add(int64(c.owned + c.stale + c.leaving - left))
+	p.scanned.Add(int64(c.owned + c.stale + c.staleGone + c.leaving - left))
 	p.owned.Add(int64(c.owned))
 	p.stale.Add(int64(c.stale))
 	p.moved.Add(int64(m.moved))
 	p.onOwner.Add(int64(m.onOwner))
-	p.gone.Add(int64(c.gone + m.gone))
+	p.gone.Add(int64(c.gone + c.staleGone + m.gone))
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, f := range m.failed {
@@ -514,7 +523,14 @@ func (p *shardProgress) failuresCopy() []*KeyMoveError {
 func (p *shardProgress) retryCopy() []string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return slices.Concat(p.retrying, p.retry)
+	return distinct(slices.Concat(p.retrying, p.retry)) // a key retried that failed again is on both
+}
+
+// distinct returns keys sorted, each once, in a new slice: a key listed
+// twice in one batch would be moved, then found on its new owner, and
+// counted twice.
+func distinct(keys []string) []string {
+	return slices.Compact(slices.Sorted(slices.Values(keys)))
 }
 
 // takeRetry empties p's retry list and its failures, and returns the keys
@@ -539,7 +555,7 @@ func (p *shardProgress) endRetry(stopped bool) {
 	defer p.mu.Unlock()
 	if stopped {
 		// Less those that failed again, listed already.
-		p.setRetry(slices.Compact(slices.Sorted(slices.Values(slices.Concat(p.retry, p.retrying)))))
+		p.setRetry(distinct(slices.Concat(p.retry, p.retrying)))
 	}
 	p.retrying = nil
 }
@@ -549,12 +565,15 @@ func (p *shardProgress) endRetry(stopped bool) {
 func (m *Migration) Progress() []ShardProgress {
 	out := make([]ShardProgress, len(m.progress))
 	for i, p := range m.progress {
-		// Scanned last: a batch adds it before its outcomes (count), so
-		// that the outcomes read here never exceed it.
+		// Under p.mu, which takeRetry holds while it takes failures back
+		// out of Scanned; Scanned last: a batch adds it before its
+		// outcomes (count), so that the outcomes read here never exceed it.
+		p.mu.Lock()
 		out[i] = ShardProgress{ID: p.id, Shard: p.label, Name: p.name, Addr: p.addr, Owned: p.owned.Load(),
 			Moved: p.moved.Load(), OnNewOwner: p.onOwner.Load(), Gone: p.gone.Load(), Stale: p.stale.Load(),
-			Failed: p.failed.Load(), Cursor: p.cursor.Load(), Done: p.done.Load(), Failures: p.failuresCopy()}
+			Failed: p.failed.Load(), Cursor: p.cursor.Load(), Done: p.done.Load(), Failures: slices.Clone(p.failures)}
 		out[i].Scanned = p.scanned.Load()
+		p.mu.Unlock()
 	}
 	return out
 }
