@@ -64,27 +64,18 @@ func midRunResume(t *testing.T, seed int64) {
 	for i, s := range w.shards {
 		addrs[s.Addr] = i
 	}
-	w.c.OnNewNode(func(node *goredis.Client) {
-		addr := node.Options().Addr
-		node.AddHook(sendHook{after: func(_ context.Context, cmds []goredis.Cmder) {
-			for _, cmd := range cmds {
-				sc, ok := cmd.(*goredis.ScanCmd)
-				if !ok || sc.Err() != nil {
-					continue
-				}
-				keys, _ := sc.Val()
-				smu.Lock()
-				if seen[addr] == nil {
-					seen[addr] = map[string]int{}
-				}
-				for _, k := range keys {
-					if seen[addr][k]++; seen[addr][k] == 2 {
-						dups++
-					}
-				}
-				smu.Unlock()
+	onScanReplies(w.c, func(addr string, sc *goredis.ScanCmd) {
+		keys, _ := sc.Val()
+		smu.Lock()
+		defer smu.Unlock()
+		if seen[addr] == nil {
+			seen[addr] = map[string]int{}
+		}
+		for _, k := range keys {
+			if seen[addr][k]++; seen[addr][k] == 2 {
+				dups++
 			}
-		}})
+		}
 	})
 
 	// Many more keys on every server (written in the window, so on their

@@ -26,26 +26,17 @@ func TestReshardScanDuplicates(t *testing.T) {
 				var mu sync.Mutex
 				prev := map[string][]string{} // addr -> keys of the previous SCAN reply
 				addrs := map[string]bool{}
-				w.c.OnNewNode(func(node *goredis.Client) {
-					addr := node.Options().Addr
-					node.AddHook(sendHook{after: func(_ context.Context, cmds []goredis.Cmder) {
-						for _, cmd := range cmds {
-							sc, ok := cmd.(*goredis.ScanCmd)
-							if !ok || sc.Err() != nil {
-								continue
-							}
-							keys, cursor := sc.Val()
-							mu.Lock()
-							addrs[addr] = true
-							dup := slices.Concat(keys, prev[addr])
-							prev[addr] = slices.Clone(keys)
-							if cursor == 0 {
-								delete(prev, addr)
-							}
-							mu.Unlock()
-							sc.SetVal(dup, cursor)
-						}
-					}})
+				onScanReplies(w.c, func(addr string, sc *goredis.ScanCmd) {
+					keys, cursor := sc.Val()
+					mu.Lock()
+					addrs[addr] = true
+					dup := slices.Concat(keys, prev[addr])
+					prev[addr] = slices.Clone(keys)
+					if cursor == 0 {
+						delete(prev, addr)
+					}
+					mu.Unlock()
+					sc.SetVal(dup, cursor)
 				})
 				m, err := w.c.NewMigration(shardedredis.MigrateOptions{BatchSize: 7, Parallelism: 2, InFlight: inflight})
 				if err != nil {
@@ -72,4 +63,19 @@ func TestReshardScanDuplicates(t *testing.T) {
 			})
 		}
 	}
+}
+
+// onScanReplies calls f with each SCAN reply that did not fail on c's shard
+// clients, and the address of the server that sent it; f may change it.
+func onScanReplies(c *shardedredis.ShardedClient, f func(addr string, sc *goredis.ScanCmd)) {
+	c.OnNewNode(func(node *goredis.Client) {
+		addr := node.Options().Addr
+		node.AddHook(sendHook{after: func(_ context.Context, cmds []goredis.Cmder) {
+			for _, cmd := range cmds {
+				if sc, ok := cmd.(*goredis.ScanCmd); ok && sc.Err() == nil {
+					f(addr, sc)
+				}
+			}
+		}})
+	})
 }
