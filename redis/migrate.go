@@ -99,7 +99,7 @@ type Migration struct {
 	limiter  *rate.Limiter
 	chunk    int // keys moved per batch: BatchSize, at most a second's worth
 	progress []*shardProgress
-	running  sync.Mutex // held by Run: one run at a time
+	running  chan struct{} // one slot, held by Run: one run at a time
 }
 
 type shardProgress struct {
@@ -151,7 +151,7 @@ func (c *ShardedClient) NewMigration(opt MigrateOptions) (*Migration, error) {
 	if opt.Parallelism <= 0 {
 		opt.Parallelism = 4
 	}
-	m := &Migration{c: c, opt: opt, window: w, limiter: rate.NewLimiter(rate.Inf, 0), chunk: opt.BatchSize}
+	m := &Migration{c: c, opt: opt, window: w, limiter: rate.NewLimiter(rate.Inf, 0), chunk: opt.BatchSize, running: make(chan struct{}, 1)}
 	if opt.KeysPerSecond > 0 {
 		// A burst of at most a second's worth of keys, and batches no
 		// larger than the burst.
@@ -218,14 +218,20 @@ func (e *MigrationError) Unwrap() []error {
 // the others. Run returns ctx's error if ctx ends (resume with Checkpoint),
 // (the keys it was moving then are left for the resumed run, not counted
 // as failed), a *MigrationError naming the keys and shards it could not
-// move or scan (an ejected source shard is not scanned), ErrNoResharding
+// move or scan (while a shard is ejected no source is scanned: the live
+// ring would place its keys elsewhere), ErrNoResharding
 // once its window has ended (a Migration belongs to the window it was made
 // in), or nil once every key of every source has moved. Then the window is
 // migrated: unless KeepWindow, Run ends it. Running it again after it
-// finished moves nothing; calls of Run on one Migration run one at a time.
+// finished moves nothing; calls of Run on one Migration run one at a time
+// (one that waits for another returns ctx's error if ctx ends first).
 func (m *Migration) Run(ctx context.Context) error {
-	m.running.Lock()
-	defer m.running.Unlock()
+	select {
+	case m.running <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err() // another run holds it
+	}
+	defer func() { <-m.running }()
 	// A write begun before BeginResharding may still land on a key's old
 	// owner: wait for it, or a scan that has passed the key would leave it
 	// behind.
@@ -296,15 +302,24 @@ func (m *Migration) runShard(ctx context.Context, p *shardProgress) error {
 }
 
 // onView runs f on the current view, acquired for it, unless the window
-// has ended (ErrNoResharding) or source p is ejected (an error naming it).
+// has ended (ErrNoResharding) or a shard is ejected (an error naming it):
+// the live ring then places an ejected shard's keys on others, so that a
+// key that belongs to it would be taken for one that stays, and left
+// behind.
 func (m *Migration) onView(p *shardProgress, f func(*view) error) error {
 	v := m.c.shards.Acquire()
 	defer v.Release()
-	switch {
-	case !v.Moving() || v.Window() != m.window: // ended, or another window since
+	if !v.Moving() || v.Window() != m.window { // ended, or another window since
 		return ErrNoResharding
-	case v.Ejected(p.index):
-		return v.Err(p.index, errors.New("ejected: its keys were not moved; run the migration again once it is back"))
+	}
+	for i := range v.Len() {
+		if v.Ejected(i) {
+			why := "ejected: keys move once it is back; run the migration again then"
+			if i == p.index {
+				why = "ejected: its keys were not moved; run the migration again once it is back"
+			}
+			return v.Err(i, errors.New(why))
+		}
 	}
 	return f(v)
 }

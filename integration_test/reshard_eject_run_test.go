@@ -1,0 +1,120 @@
+package integration_test
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	shardedredis "github.com/shardedcache/shardedcache/redis"
+	"github.com/shardedcache/shardedcache/shardedclient"
+)
+
+// A Run whose ctx is already cancelled does not wait for another Run of the
+// same Migration that is stuck (here: its SCAN held by a hook); it returns
+// context.Canceled at once.
+func TestReshardCancelledRunDoesNotWait(t *testing.T) {
+	_, c, _, _ := oneToTwo(t, "crw:", 50)
+	release := make(chan struct{})
+	var once sync.Once
+	entered := make(chan struct{})
+	c.AddHook(beforeSend(func(_ context.Context, cmds []goredis.Cmder) error {
+		if cmds[0].Name() == "scan" {
+			once.Do(func() { close(entered) })
+			<-release
+		}
+		return nil
+	}))
+	m, err := c.NewMigration(shardedredis.MigrateOptions{BatchSize: 10, Parallelism: 1, InFlight: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := make(chan error, 1)
+	go func() { first <- m.Run(context.Background()) }()
+	<-entered
+	cctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	second := make(chan error, 1)
+	start := time.Now()
+	go func() { second <- m.Run(cctx) }()
+	select {
+	case err := <-second:
+		t.Logf("second Run returned %v after %v", err, time.Since(start))
+	case <-time.After(2 * time.Second):
+		close(release)
+		err := <-second
+		t.Errorf("a Run with a cancelled ctx blocked %v behind a stuck Run (returned %v only once it was released); want context.Canceled at once", time.Since(start), err)
+		<-first
+		return
+	}
+	close(release)
+	<-first
+}
+
+// Ejecting and rejoining the destination shard during Run: Run does not
+// return ErrNoResharding, and once a run returns nil every key is on its
+// owner (it once took the keys of the ejected destination, placed on the
+// source by the live ring, for keys that stay: they were left behind).
+func TestReshardEjectDestinationDuringRun(t *testing.T) { testReshardEjectDuringRun(t, 1) }
+
+// The same, ejecting the source shard.
+func TestReshardEjectSourceDuringRun(t *testing.T) { testReshardEjectDuringRun(t, 0) }
+
+// testReshardEjectDuringRun moves 400 keys from server 0 to 0 and 1,
+// ejecting server victim for 300 ms during the run, and runs again until a
+// run returns nil.
+func testReshardEjectDuringRun(t *testing.T, victim int) {
+	h := shardedredis.Health{Mode: shardedclient.EjectMode, FailureLimit: 1, RetryTimeout: 50 * time.Millisecond,
+		ProbeTimeout: 100 * time.Millisecond}
+	shards, direct, c := safetyFixture(t, 2, 1, h)
+	next := placementOf(t, shards)
+	var keys []string
+	moving := map[string]bool{}
+	for i := range 400 {
+		k := "ej" + strconv.Itoa(victim) + ":" + strconv.Itoa(i)
+		keys = append(keys, k)
+		if err := c.Set(ctx, k, "v"+k, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		moving[k] = next.GetShardInfo(k).Index == 1
+	}
+	if err := c.BeginResharding(shards); err != nil {
+		t.Fatal(err)
+	}
+	m, err := c.NewMigration(shardedredis.MigrateOptions{BatchSize: 20, Parallelism: 1, InFlight: 1, KeysPerSecond: 400})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := make(chan error, 1)
+	go func() { res <- m.Run(ctx) }()
+	time.Sleep(150 * time.Millisecond)
+	ejectFor(t, c, direct[victim], victim, 300*time.Millisecond, func() {})
+	err = <-res
+	t.Logf("run 1: %v", err)
+	for i := 0; err != nil && i < 5; i++ {
+		if errors.Is(err, shardedredis.ErrNoResharding) {
+			t.Fatalf("run %d: ErrNoResharding in the Migration's own window (window open: %v)", i+1, c.Window() != nil)
+		}
+		time.Sleep(200 * time.Millisecond)
+		err = m.Run(ctx)
+		t.Logf("run %d: %v", i+2, err)
+	}
+	if err != nil {
+		t.Fatalf("final run: %v", err)
+	}
+	var moved int64
+	for _, p := range m.Progress() { // over its runs
+		moved += p.Moved + p.OnNewOwner
+	}
+	checkOneToTwo(t, direct, keys, moving, moved)
+	for _, k := range keys {
+		if v, err := c.Get(ctx, k).Result(); err != nil || v != "v"+k {
+			t.Errorf("Get(%q) = %q, %v", k, v, err)
+			break
+		}
+	}
+}
