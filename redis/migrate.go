@@ -218,8 +218,7 @@ func (e *MigrationError) Unwrap() []error {
 // the others. Run returns ctx's error if ctx ends (resume with Checkpoint),
 // (the keys it was moving then are left for the resumed run, not counted
 // as failed), a *MigrationError naming the keys and shards it could not
-// move or scan (while a shard is ejected no source is scanned: the live
-// ring would place its keys elsewhere), ErrNoResharding
+// move or scan (an ejected source shard is not scanned), ErrNoResharding
 // once its window has ended (a Migration belongs to the window it was made
 // in), or nil once every key of every source has moved. Then the window is
 // migrated: unless KeepWindow, Run ends it. Running it again after it
@@ -302,24 +301,15 @@ func (m *Migration) runShard(ctx context.Context, p *shardProgress) error {
 }
 
 // onView runs f on the current view, acquired for it, unless the window
-// has ended (ErrNoResharding) or a shard is ejected (an error naming it):
-// the live ring then places an ejected shard's keys on others, so that a
-// key that belongs to it would be taken for one that stays, and left
-// behind.
+// has ended (ErrNoResharding) or source p is ejected (an error naming it).
 func (m *Migration) onView(p *shardProgress, f func(*view) error) error {
 	v := m.c.shards.Acquire()
 	defer v.Release()
-	if !v.Moving() || v.Window() != m.window { // ended, or another window since
+	switch {
+	case !v.Moving() || v.Window() != m.window: // ended, or another window since
 		return ErrNoResharding
-	}
-	for i := range v.Len() {
-		if v.Ejected(i) {
-			why := "ejected: keys move once it is back; run the migration again then"
-			if i == p.index {
-				why = "ejected: its keys were not moved; run the migration again once it is back"
-			}
-			return v.Err(i, errors.New(why))
-		}
+	case v.Ejected(p.index):
+		return v.Err(p.index, errors.New("ejected: its keys were not moved; run the migration again once it is back"))
 	}
 	return f(v)
 }
