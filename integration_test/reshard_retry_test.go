@@ -23,7 +23,13 @@ import (
 // a and b; it returns the fixture, the keys that move to b, and want.
 func oneToTwo(t *testing.T, prefix string, n int) ([]*goredis.Client, *shardedredis.ShardedClient, []string, map[string]bool) {
 	t.Helper()
-	shards, direct, c := safetyFixture(t, 2, 1, shardedredis.Health{})
+	return oneToTwoWith(t, prefix, n, shardedredis.Health{})
+}
+
+// oneToTwoWith is oneToTwo with health policy h.
+func oneToTwoWith(t *testing.T, prefix string, n int, h shardedredis.Health) ([]*goredis.Client, *shardedredis.ShardedClient, []string, map[string]bool) {
+	t.Helper()
+	shards, direct, c := safetyFixture(t, 2, 1, h)
 	next := placementOf(t, shards)
 	moving := map[string]bool{}
 	var keys []string
