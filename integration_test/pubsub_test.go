@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"net"
 	"slices"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -379,8 +381,10 @@ func checkPSPlacement(t *testing.T, c *shardedredis.ShardedClient, servers []*ps
 	})
 }
 
-// psServerHolds checks PUBSUB CHANNELS, SHARDCHANNELS (redis-server only)
-// and NUMPAT of s.
+// psServerHolds checks PUBSUB CHANNELS and SHARDCHANNELS (redis-server
+// only), and that the server's connections hold each of them once and
+// numpat patterns in all: a connection the fan-in closed holds them until
+// the server sees the close, and PUBLISH counts it until then.
 func psServerHolds(s *psServer, channels, shardChannels []string, numpat int) error {
 	got, err := s.direct.PubSubChannels(ctx, "*").Result()
 	if err != nil {
@@ -398,10 +402,55 @@ func psServerHolds(s *psServer, channels, shardChannels []string, numpat int) er
 			return fmt.Errorf("PUBSUB SHARDCHANNELS = %q, want %q", got, psSorted(shardChannels))
 		}
 	}
-	if n, err := s.direct.PubSubNumPat(ctx).Result(); err != nil || n != int64(numpat) {
-		return fmt.Errorf("PUBSUB NUMPAT = %d, %v; want %d", n, err, numpat)
+	n, err := psSubscriptionCounts(s)
+	if err != nil {
+		return err
+	}
+	if want := [3]int{len(channels), numpat, len(shardChannels)}; n != want {
+		return fmt.Errorf("subscriptions (channels, patterns, shard channels) over all connections = %v, want %v", n, want)
 	}
 	return nil
+}
+
+// psSubscriptionCounts returns the channel, pattern and shard-channel
+// subscriptions of s summed over its connections: from CLIENT LIST's sub,
+// psub and ssub on redis-server (whose PUBSUB NUMPAT counts distinct
+// patterns), from PUBSUB NUMSUB and NUMPAT on miniredis (which has no
+// CLIENT LIST and sums NUMPAT per connection).
+func psSubscriptionCounts(s *psServer) (n [3]int, err error) {
+	if !s.real {
+		chs, err := s.direct.PubSubChannels(ctx, "*").Result()
+		if err != nil {
+			return n, err
+		}
+		subs, err := s.direct.PubSubNumSub(ctx, chs...).Result()
+		if err != nil {
+			return n, err
+		}
+		for _, k := range subs {
+			n[0] += int(k)
+		}
+		pats, err := s.direct.PubSubNumPat(ctx).Result()
+		n[1] = int(pats)
+		return n, err
+	}
+	list, err := s.direct.ClientList(ctx).Result()
+	if err != nil {
+		return n, err
+	}
+	for _, line := range strings.Split(strings.TrimSpace(list), "\n") {
+		for _, field := range strings.Fields(line) {
+			name, v, _ := strings.Cut(field, "=")
+			if i := slices.Index([]string{"sub", "psub", "ssub"}, name); i >= 0 {
+				k, err := strconv.Atoi(v)
+				if err != nil {
+					return n, fmt.Errorf("CLIENT LIST field %q: %w", field, err)
+				}
+				n[i] += k
+			}
+		}
+	}
+	return n, nil
 }
 
 func psSorted(s []string) []string {

@@ -9,7 +9,11 @@
 //     (shardedclient.View.ID), never by position, and follow every change of
 //     the shard list: SetShards, BeginMove, EndMove, an ejection, a rejoin.
 //     A publish reaches one server, which one connection of the fan-in holds
-//     it on, so a message is delivered at most once per subscription.
+//     it on, so a message is delivered at most once per subscription. A
+//     connection the fan-in leaves (its shard left, was ejected or changed
+//     client) is closed, not unsubscribed: its messages are no longer
+//     relayed, but until its server sees the close, PUBLISH there counts it
+//     among the receivers.
 //   - The confirmations of one (P|S)SUBSCRIBE or (P|S)UNSUBSCRIBE call are
 //     written once every shard of the call has confirmed (or failed), in
 //     call order, with the counts one server would give: the first
