@@ -3,6 +3,7 @@ package integration_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -54,43 +55,97 @@ func TestReshardCancelledRunDoesNotWait(t *testing.T) {
 	<-first
 }
 
-// Ejecting and rejoining the source shard (server 0) for 300 ms during
-// Run: Run does not return ErrNoResharding, and once a run returns nil
-// every key is on its owner.
-func TestReshardEjectSourceDuringRun(t *testing.T) {
+// Ejecting and rejoining the source shard (server 0) or the destination
+// (server 1) for 300 ms during Run: Run does not return ErrNoResharding,
+// and once a run returns nil every key is on its owner. With the
+// destination ejected, the live ring placed its keys on the source: taken
+// for keys that stay, they were left behind and lost once the window ended
+// (52 of 400).
+func TestReshardEjectDuringRun(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		victim int
+	}{{"source", 0}, {"destination", 1}} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := shardedredis.Health{Mode: shardedclient.EjectMode, FailureLimit: 1, RetryTimeout: 50 * time.Millisecond,
+				ProbeTimeout: 100 * time.Millisecond}
+			direct, c, keys, moving := oneToTwoWith(t, "ej:", 400, h)
+			m, err := c.NewMigration(shardedredis.MigrateOptions{BatchSize: 20, Parallelism: 1, InFlight: 1, KeysPerSecond: 400})
+			if err != nil {
+				t.Fatal(err)
+			}
+			res := make(chan error, 1)
+			go func() { res <- m.Run(ctx) }()
+			time.Sleep(150 * time.Millisecond)
+			ejectFor(t, c, direct[tc.victim], tc.victim, 300*time.Millisecond, func() {})
+			err = <-res
+			t.Logf("run 1: %v", err)
+			for i := 0; err != nil && i < 5; i++ {
+				if errors.Is(err, shardedredis.ErrNoResharding) {
+					t.Fatalf("run %d: ErrNoResharding in the Migration's own window (window open: %v)", i+1, c.Window() != nil)
+				}
+				time.Sleep(200 * time.Millisecond)
+				err = m.Run(ctx)
+				t.Logf("run %d: %v", i+2, err)
+			}
+			if err != nil {
+				t.Fatalf("final run: %v", err)
+			}
+			var moved int64
+			for _, p := range m.Progress() { // over its runs
+				moved += p.Moved + p.OnNewOwner
+			}
+			checkOneToTwo(t, direct, keys, moving, moved)
+			for _, k := range keys {
+				if v, err := c.Get(ctx, k).Result(); err != nil || v != "v"+k {
+					t.Errorf("Get(%q) = %q, %v", k, v, err)
+					break
+				}
+			}
+		})
+	}
+}
+
+// While the destination is ejected, a run moves nothing and keeps every key
+// that an ejected shard owns after the move where it is, each named as
+// failed with ErrEjected, and the window stays open; once the destination
+// is back, the next run moves exactly those keys.
+func TestReshardWaitsForEjectedDestination(t *testing.T) {
 	h := shardedredis.Health{Mode: shardedclient.EjectMode, FailureLimit: 1, RetryTimeout: 50 * time.Millisecond,
 		ProbeTimeout: 100 * time.Millisecond}
-	direct, c, keys, moving := oneToTwoWith(t, "ej:", 400, h)
-	m, err := c.NewMigration(shardedredis.MigrateOptions{BatchSize: 20, Parallelism: 1, InFlight: 1, KeysPerSecond: 400})
+	direct, c, keys, moving := oneToTwoWith(t, "ed:", 60, h)
+	nMoving := 0
+	for _, k := range keys {
+		nMoving += b2i(moving[k])
+	}
+	m, err := c.NewMigration(shardedredis.MigrateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	res := make(chan error, 1)
-	go func() { res <- m.Run(ctx) }()
-	time.Sleep(150 * time.Millisecond)
-	ejectFor(t, c, direct[0], 0, 300*time.Millisecond, func() {})
-	err = <-res
-	t.Logf("run 1: %v", err)
-	for i := 0; err != nil && i < 5; i++ {
-		if errors.Is(err, shardedredis.ErrNoResharding) {
-			t.Fatalf("run %d: ErrNoResharding in the Migration's own window (window open: %v)", i+1, c.Window() != nil)
+	ejectFor(t, c, direct[1], 1, 1500*time.Millisecond, func() {
+		var merr *shardedredis.MigrationError
+		if err := m.Run(ctx); !errors.As(err, &merr) || len(merr.Shards) != 0 || len(merr.Keys) != nMoving {
+			t.Fatalf("run with the destination ejected: %v, want a *MigrationError naming the %d keys bound for it", err, nMoving)
 		}
-		time.Sleep(200 * time.Millisecond)
-		err = m.Run(ctx)
-		t.Logf("run %d: %v", i+2, err)
-	}
-	if err != nil {
-		t.Fatalf("final run: %v", err)
-	}
-	var moved int64
-	for _, p := range m.Progress() { // over its runs
-		moved += p.Moved + p.OnNewOwner
-	}
-	checkOneToTwo(t, direct, keys, moving, moved)
-	for _, k := range keys {
-		if v, err := c.Get(ctx, k).Result(); err != nil || v != "v"+k {
-			t.Errorf("Get(%q) = %q, %v", k, v, err)
-			break
+		for _, e := range merr.Keys {
+			if !moving[e.Key] || !errors.Is(e, shardedredis.ErrEjected) || e.From != m.Progress()[0].Shard || !strings.Contains(e.To, `"b"`) {
+				t.Errorf("failure %v: want a key moving from a to b, with ErrEjected", e)
+			}
 		}
+		p := m.Progress()[0]
+		if p.Scanned != int64(len(keys)) || p.Owned != int64(len(keys)-nMoving) || p.Failed != int64(nMoving) || p.Moved+p.OnNewOwner+p.Gone+p.Stale != 0 || p.Done {
+			p.Failures = nil
+			t.Errorf("progress %+v: want %d scanned, %d owned, %d failed, nothing else", p, len(keys), len(keys)-nMoving, nMoving)
+		}
+		if c.Window() == nil {
+			t.Error("the window ended with keys left for the ejected destination")
+		}
+	})
+	if err := m.Run(ctx); err != nil {
+		t.Fatalf("run once the destination is back: %v", err)
+	}
+	checkOneToTwo(t, direct, keys, moving, m.Progress()[0].Moved)
+	if c.Window() != nil {
+		t.Error("the window is still open after the migration")
 	}
 }

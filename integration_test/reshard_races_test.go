@@ -256,7 +256,10 @@ func (pttlZero) ProcessPipelineHook(n goredis.ProcessPipelineHook) goredis.Proce
 
 // A shard ejected during the window, or before it, does not fail the keys
 // the others serve; the migration moves the other sources' keys and names
-// the ejected source as not migrated, keeping the window open.
+// the ejected source as not migrated, keeping the window open. The keys on
+// the other sources that the ejected shard owns before or after the move
+// (written on a stand-in while it was out, or bound for it) are left where
+// they are, each named with ErrEjected.
 func TestReshardWithEjectedShard(t *testing.T) {
 	h := shardedredis.Health{Mode: shardedclient.EjectMode, FailureLimit: 1, RetryTimeout: time.Hour}
 	servers, c, shards := fourNamed(t, h, nil)
@@ -278,6 +281,22 @@ func TestReshardWithEjectedShard(t *testing.T) {
 			t.Fatalf("SET with shard 0 ejected in the window: %v", err)
 		}
 	}
+	// The keys the migration must leave: on rb or rc, owned by ra before
+	// or after the move.
+	before, after := placementOf(t, shards[:3]), placementOf(t, shards)
+	left := map[string]bool{}
+	leftOn := map[string]int{}
+	for _, i := range []int{1, 2} {
+		for _, k := range servers[i].Keys() {
+			if before.GetShardInfo(k).Index == 0 || after.GetShardInfo(k).Index == 0 {
+				left[k] = true
+				leftOn["addr:"+shards[i].Addr]++
+			}
+		}
+	}
+	if len(leftOn) != 2 {
+		t.Fatalf("keys left per source %v: the test wants some on both", leftOn)
+	}
 	m, err := c.NewMigration(shardedredis.MigrateOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -285,12 +304,22 @@ func TestReshardWithEjectedShard(t *testing.T) {
 	err = m.Run(ctx)
 	var merr *shardedredis.MigrationError
 	var shardErr *shardedclient.ShardError
-	if !errors.As(err, &merr) || len(merr.Shards) != 1 || len(merr.Keys) != 0 || !errors.As(merr.Shards[0], &shardErr) || shardErr.Name != "ra" {
+	if !errors.As(err, &merr) || len(merr.Shards) != 1 || !errors.As(merr.Shards[0], &shardErr) || shardErr.Name != "ra" {
 		t.Fatalf("migration with an ejected source: %v, want a *MigrationError naming shard ra", err)
 	}
+	for _, e := range merr.Keys {
+		if !left[e.Key] || !errors.Is(e, shardedredis.ErrEjected) {
+			t.Errorf("failure %v: want only the keys ra places, with ErrEjected", e)
+		}
+	}
 	for _, p := range m.Progress() {
-		if p.Done == (p.ID == "addr:"+shards[0].Addr) {
-			t.Fatalf("progress %+v: only the ejected source is not done", p)
+		if p.Failed != int64(leftOn[p.ID]) || p.Done != (p.ID != "addr:"+shards[0].Addr && leftOn[p.ID] == 0) {
+			t.Errorf("progress of %s: %d failed, done %v; want %d failed", p.Shard, p.Failed, p.Done, leftOn[p.ID])
+		}
+	}
+	for k := range left {
+		if !servers[1].Exists(k) && !servers[2].Exists(k) {
+			t.Errorf("key %q left for ra is gone", k)
 		}
 	}
 	if err := c.EndResharding(); !errors.Is(err, shardedredis.ErrMigrationIncomplete) {

@@ -56,7 +56,10 @@ func (e *UnsupportedError) Error() string {
 // Is reports whether target is ErrUnsupported.
 func (e *UnsupportedError) Is(target error) bool { return target == ErrUnsupported }
 
-// ErrEjected is matched (errors.Is) by an *EjectedError.
+// ErrEjected is matched (errors.Is) by an *EjectedError, and by the Err of
+// a migration's *KeyMoveError for a key left where it is because a shard
+// that owns it before or after the move is ejected (Run moves it once the
+// shard is back).
 var ErrEjected = errors.New("shards are ejected")
 
 // EjectedError is returned, before anything is sent, for a keyless command

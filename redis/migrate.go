@@ -79,7 +79,7 @@ type ShardProgress struct {
 	OnNewOwner int64  // keys already on their new owner (moved by a command in this window): the copy here was deleted
 	Gone       int64  // keys deleted, expired or moved by a command between the SCAN and the move
 	Stale      int64  // copies this shard did not own before the move either: deleted
-	Failed     int64  // keys that could not be moved (see Failures); they stay here
+	Failed     int64  // keys that could not be moved, or wait for an ejected shard (see Failures); they stay here
 	Cursor     uint64 // the SCAN cursor to resume from
 	Done       bool   // the scan went round with no key failed
 	// Failures are the first 100 keys that failed, each naming the key and
@@ -413,9 +413,18 @@ func (m *Migration) moveFrom(ctx context.Context, v *view, p *shardProgress, key
 		var pending shardedclient.Pending
 		var stale []string
 		var c batchCounts
+		var unsettled []*KeyMoveError
 		for _, k := range batch {
 			from, to, _ := v.Moved(k)
 			switch {
+			case !v.Settled(k):
+				// An ejection changes where it was or where it goes: judged
+				// now, it could be kept or moved where the ejected shard's
+				// return hides it. It waits on the retry list.
+				c.leaving++
+				owner := v.FullRing().Locate(k)
+				unsettled = append(unsettled, &KeyMoveError{Key: k, From: v.Label(p.index), To: v.Label(owner),
+					Err: errUnsettled})
 			case to == p.index:
 				c.owned++
 			case from == p.index:
@@ -439,11 +448,12 @@ func (m *Migration) moveFrom(ctx context.Context, v *view, p *shardProgress, key
 		}
 		// A key that leaves but is not pending has been moved already, by a
 		// command since the SCAN: gone from here.
-		c.gone = c.leaving - len(pending.Moving())
+		c.gone = c.leaving - len(unsettled) - len(pending.Moving())
 		err := v.Prepare(ctx, &pending, func(ctx context.Context, v *view, keys []shardedclient.MovingKey) error {
 			c.moves = moveBatch(ctx, v, keys)
 			return nil
 		})
+		c.moves.failed = append(c.moves.failed, unsettled...)
 		if left := p.count(c); err == nil && left > 0 {
 			err = cmp.Or(ctx.Err(), context.Canceled)
 		}
@@ -453,6 +463,11 @@ func (m *Migration) moveFrom(ctx context.Context, v *view, p *shardProgress, key
 	}
 	return nil
 }
+
+// errUnsettled is the failure of a key that a migration leaves until the
+// ejected shards that place it are back (see View.Settled); it matches
+// ErrEjected.
+var errUnsettled = fmt.Errorf("%w: one places this key before or after the move, so it waits until they are back; run the migration again then", ErrEjected)
 
 // batchCounts are the outcomes of one batch of moveFrom.
 type batchCounts struct {

@@ -122,7 +122,7 @@ func (s *Sharded[C]) BeginMove(shards []Shard[C], prepare func(*View[C]) error) 
 		}
 		v.prevIdx[i] = j
 	}
-	v.prev = cur.live
+	v.prev, v.prevFull = cur.live, cur.full
 	if prepare != nil {
 		if err := prepare(v); err != nil {
 			return err
@@ -164,7 +164,7 @@ func (s *Sharded[C]) EndMove(force bool) error {
 	}
 	g := &moveGate{prev: cur.prev, prevIdx: cur.prevIdx, next: cur.live, done: make(chan struct{})}
 	v := cur.next(func(v *View[C]) {
-		v.shards, v.health, v.prev, v.prevIdx, v.window = cur.shards[:n:n], cur.health[:n:n], nil, nil, nil
+		v.shards, v.health, v.prev, v.prevIdx, v.prevFull, v.window = cur.shards[:n:n], cur.health[:n:n], nil, nil, nil, nil
 		v.gates = append(v.gates, g)
 	})
 	s.swap(v, true)
@@ -230,6 +230,19 @@ func (v *View[C]) Moved(key string) (from, to int, moved bool) {
 	}
 	from = v.prevIdx[v.prev.Locate(key)]
 	return from, to, from != to
+}
+
+// Settled reports whether no ejection changes key's owners: its owner on
+// the live ring is its owner on the full ring (FullRing), and during a move
+// its owner before the move (Moved's from) is the one the previous ring
+// gives with every shard live. An unsettled key's place depends on shards
+// being ejected: moved or judged by the live rings, it would end where it
+// is not found once they rejoin.
+func (v *View[C]) Settled(key string) bool {
+	if v.live.Locate(key) != v.full.Locate(key) {
+		return false
+	}
+	return v.prev == nil || v.prev.Locate(key) == v.prevFull.Locate(key)
 }
 
 // Previous returns the ring of the shards before the move (its indices are

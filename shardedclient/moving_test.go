@@ -252,3 +252,69 @@ func TestBeginMovePrepareFailureChangesNothing(t *testing.T) {
 		t.Fatal("shards changed")
 	}
 }
+
+// Settled is false exactly for the keys whose owner, before or after the
+// move, is an ejected shard. The move takes a, b, c to a, c, d: first the
+// destination d is ejected, then b, which leaves (its keys' owner before
+// the move); once the move ends, only d's ejection counts.
+func TestSettled(t *testing.T) {
+	clients := newClients("a", "b", "c", "d")
+	list := func(cs ...*testClient) []shardedclient.Shard[*testClient] { // each shard's address its own
+		out := shardList(cs)
+		for i, c := range cs {
+			out[i].Addr = c.name + ".test:6379"
+		}
+		return out
+	}
+	s, err := shardedclient.NewWithHealth(list(clients[:3]...),
+		shardedclient.Health[*testClient]{Mode: shardedclient.EjectMode, FailureLimit: 1, RetryTimeout: time.Hour}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	abc, acd := refRing(t, "a", "b", "c"), refRing(t, "a", "c", "d")
+	ks := testKeys(5000)
+	check := func(step string, unsettled func(k string) bool) {
+		t.Helper()
+		v := s.Acquire()
+		defer v.Release()
+		n := 0
+		for _, k := range ks {
+			if got, want := v.Settled(k), !unsettled(k); got != want {
+				t.Fatalf("%s: Settled(%s) = %v, want %v", step, k, got, want)
+			}
+			n += b2i(!v.Settled(k))
+		}
+		t.Logf("%s: %d of %d keys unsettled", step, n, len(ks))
+	}
+	eject := func(i int, c *testClient) { // shard i, whose client is c, fails once
+		t.Helper()
+		c.down.Store(true)
+		v := s.Acquire()
+		_ = v.Finish(context.Background(), i, v.Client(i).do())
+		v.Release()
+		if !s.Stats()[i].Ejected {
+			t.Fatalf("shard %d not ejected", i)
+		}
+	}
+	check("all live", func(string) bool { return false })
+	if err := s.BeginMove(list(clients[0], clients[2], clients[3]), nil); err != nil {
+		t.Fatal(err)
+	}
+	check("move begun", func(string) bool { return false })
+	eject(2, clients[3])
+	check("destination d ejected", func(k string) bool { return acd.Locate(k) == 2 })
+	eject(3, clients[1]) // b follows the new list's shards while it leaves
+	check("d and the leaving b ejected", func(k string) bool { return acd.Locate(k) == 2 || abc.Locate(k) == 1 })
+	if err := s.EndMove(true); err != nil {
+		t.Fatal(err)
+	}
+	check("move ended", func(k string) bool { return acd.Locate(k) == 2 })
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
