@@ -3,6 +3,7 @@ package integration_test
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -147,5 +148,54 @@ func TestReshardWaitsForEjectedDestination(t *testing.T) {
 	checkOneToTwo(t, direct, keys, moving, m.Progress()[0].Moved)
 	if c.Window() != nil {
 		t.Error("the window is still open after the migration")
+	}
+}
+
+// A command inside the window on a key bound for an ejected shard does not
+// move it to the shard standing in: a, b become a, c, and c is ejected, so
+// a stands in for the keys moving from b to c. A GET there used to move
+// them from b to a, where the migration later deleted them as stale copies
+// (lost). Now the GET misses on a, as for any ejected shard's key, the key
+// stays on b, and the migration moves it to c once c is back.
+func TestReshardCommandLeavesKeyForEjectedDestination(t *testing.T) {
+	h := shardedredis.Health{Mode: shardedclient.EjectMode, FailureLimit: 1, RetryTimeout: 50 * time.Millisecond,
+		ProbeTimeout: 100 * time.Millisecond}
+	shards, direct, c := safetyFixture(t, 3, 2, h)
+	ac := []shardedredis.ShardOptions{shards[0], shards[2]}
+	next := placementOf(t, ac)
+	var toC []string // on b, moving to c
+	for i := 0; len(toC) < 20; i++ {
+		k := "cl:" + strconv.Itoa(i)
+		if err := c.Set(ctx, k, "v"+k, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if serverOf(t, c, shards, k) == 1 && next.GetShardInfo(k).Index == 1 {
+			toC = append(toC, k)
+		}
+	}
+	if err := c.BeginResharding(ac); err != nil {
+		t.Fatal(err)
+	}
+	ejectFor(t, c, direct[2], 1, 1500*time.Millisecond, func() {
+		for _, k := range toC {
+			if err := c.Get(ctx, k).Err(); err != goredis.Nil {
+				t.Errorf("GET %s with its new owner c ejected: %v, want redis.Nil (a stands in)", k, err)
+			}
+			if v := holdsValue(t, direct[1], k); v != "v"+k {
+				t.Errorf("%s left b (b holds %q) while c is ejected", k, v)
+			}
+		}
+	})
+	m, err := c.NewMigration(shardedredis.MigrateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range toC {
+		if v, err := c.Get(ctx, k).Result(); err != nil || v != "v"+k || holdsValue(t, direct[2], k) != "v"+k {
+			t.Errorf("Get(%s) = %q, %v after the migration; want it on c", k, v, err)
+		}
 	}
 }

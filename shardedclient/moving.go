@@ -54,7 +54,10 @@ func (p *Pending) Reset() {
 
 // Track records in p what key needs before a command may use it on v, and
 // returns the index of the shard that owns key now (the live shard that
-// Locate returns).
+// Locate returns). A key that an ejected shard owns before or after the
+// move (not Settled) is not moved: it stays where it is, as an ejected
+// shard's keys do, and the command uses the live shard standing in; moved
+// there, it would be lost once the ejected shard rejoins.
 func (v *View[C]) Track(p *Pending, key string) int {
 	for _, g := range v.gates {
 		if g.changes(key) && !slices.Contains(p.gates, (<-chan struct{})(g.done)) {
@@ -65,7 +68,7 @@ func (v *View[C]) Track(p *Pending, key string) int {
 		return v.live.Locate(key)
 	}
 	from, to, moved := v.Moved(key)
-	if moved && !v.window.Remembered(key) {
+	if moved && !v.window.Remembered(key) && v.Settled(key) {
 		p.moving = append(p.moving, MovingKey{Key: key, From: from, To: to})
 	}
 	return to
