@@ -123,7 +123,7 @@ func TestReshardWaitsForEjectedDestination(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ejectFor(t, c, direct[1], 1, 1500*time.Millisecond, func() {
+	ejectFor(t, c, direct[1], 1, 2500*time.Millisecond, func() {
 		var merr *shardedredis.MigrationError
 		if err := m.Run(ctx); !errors.As(err, &merr) || len(merr.Shards) != 0 || len(merr.Keys) != nMoving {
 			t.Fatalf("run with the destination ejected: %v, want a *MigrationError naming the %d keys bound for it", err, nMoving)

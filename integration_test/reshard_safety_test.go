@@ -476,8 +476,14 @@ func TestReshardStaleCopyOnEjectedShardRemoved(t *testing.T) {
 	if n, _ := direct[1].Exists(ctx, k).Result(); n != 0 {
 		t.Fatalf("after BeginResharding b still holds its stale copy of %q", k)
 	}
-	if v, err := c.Get(ctx, k).Result(); err != nil || v != "new" {
-		t.Fatalf("Get(%q) = %q, %v; want new", k, v, err)
+	// k's new owner b is ejected: c stands in and misses, as for any key
+	// of an ejected shard, and k stays on a (not moved to c, where it would
+	// be lost once b is back).
+	if err := c.Get(ctx, k).Err(); err != goredis.Nil {
+		t.Fatalf("Get(%q) with its new owner b ejected: %v; want redis.Nil", k, err)
+	}
+	if v := holdsValue(t, direct[0], k); v != "new" {
+		t.Fatalf("a holds %q for %q; want new, kept until b is back", v, k)
 	}
 	m, err := c.NewMigration(shardedredis.MigrateOptions{})
 	if err != nil {
