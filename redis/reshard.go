@@ -166,9 +166,10 @@ func (c *ShardedClient) endWindow(force bool) error {
 func dropStale(ctx context.Context, v *view) error {
 	// Ejected shards too: they own nothing now, but take their keys back
 	// when they rejoin, and their stale copies must not win then. One that
-	// cannot be reached fails BeginResharding, naming it.
-	full := v.FullRing()
-	for j := range full.Len() {
+	// cannot be reached fails BeginResharding, naming it. Owners are judged
+	// as if every ejected shard were back (View.Owners): a copy written on a
+	// stand-in is stale, and an ejected shard's own keys are not.
+	for j := range v.FullRing().Len() {
 		// Every server of the shard: one, or every master of a cluster.
 		err := eachServer(ctx, v.Client(j), func(ctx context.Context, client *goredis.Client) error {
 			for cursor, first := uint64(0), true; first || cursor != 0; first = false {
@@ -178,8 +179,9 @@ func dropStale(ctx context.Context, v *view) error {
 				}
 				var stale []string
 				for _, k := range keys {
-					// j owns k now, or will once it rejoins (full ring).
-					if from, to, _ := v.Moved(k); from != j && (to == j || full.Locate(k) == j) {
+					// j owns k now, or will once it rejoins.
+					_, live, _ := v.Moved(k)
+					if from, to := v.Owners(k); from != j && (live == j || to == j) {
 						stale = append(stale, k)
 					}
 				}

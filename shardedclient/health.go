@@ -329,7 +329,7 @@ func (s *Sharded[C]) eject(h *shardHealth, cause error) {
 	}
 	// The view first: once Stats says ejected, no lookup still finds the
 	// shard.
-	s.swap(cur.with(live).withPrevious(i, (*ring.Ring).Eject), false)
+	s.swap(cur.with(live), false)
 	h.ejected.Store(true)
 	h.ejections.Add(1)
 	s.event(cur, EventEjected, i, cause)
@@ -388,7 +388,7 @@ func (s *Sharded[C]) retry(h *shardHealth) {
 		return
 	}
 	// The view first: once Stats says live again, lookups find the shard.
-	s.swap(cur.with(live).withPrevious(i, (*ring.Ring).Rejoin), false)
+	s.swap(cur.with(live), false)
 	h.ejected.Store(false)
 	h.consecutive.Store(0)
 	s.event(cur, EventRejoined, i, nil)
@@ -435,30 +435,13 @@ func (v *View[C]) with(live *ring.Ring) *View[C] {
 
 // changeLive applies an ejection or a rejoin of shard i to v's live ring.
 // A shard that a move is removing is not on it (it owns no key there) and
-// leaves it unchanged; withPrevious still applies the change to the ring
-// the move started from.
+// leaves it unchanged. The ring the move started from does not change
+// either (see BeginMove): it says where keys were with every shard live.
 func (v *View[C]) changeLive(i int, change func(*ring.Ring, ...int) (*ring.Ring, error)) (*ring.Ring, error) {
 	if i >= v.live.Len() {
 		return v.live, nil
 	}
 	return change(v.live, i)
-}
-
-// withPrevious applies an ejection or a rejoin of shard i (change) to v's
-// previous ring too, during a move: a key that shard held before the move
-// is then looked for where the ejection sends it. It returns v.
-func (v *View[C]) withPrevious(i int, change func(*ring.Ring, ...int) (*ring.Ring, error)) *View[C] {
-	if v.prev == nil {
-		return v
-	}
-	for p, j := range v.prevIdx {
-		if j == i {
-			if prev, err := change(v.prev, p); err == nil {
-				v.prev = prev
-			}
-		}
-	}
-	return v
 }
 
 func (v *View[C]) indexOfHealth(h *shardHealth) int {

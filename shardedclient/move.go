@@ -122,7 +122,10 @@ func (s *Sharded[C]) BeginMove(shards []Shard[C], prepare func(*View[C]) error) 
 		}
 		v.prevIdx[i] = j
 	}
-	v.prev, v.prevFull = cur.live, cur.full
+	// Where keys were before the move: a shard ejected now holds its own
+	// keys (a copy written on a stand-in meanwhile is stale), so the old
+	// ring has every shard live, and ejections during the move leave it.
+	v.prev = rejoinAll(cur.live)
 	if prepare != nil {
 		if err := prepare(v); err != nil {
 			return err
@@ -164,7 +167,7 @@ func (s *Sharded[C]) EndMove(force bool) error {
 	}
 	g := &moveGate{prev: cur.prev, prevIdx: cur.prevIdx, next: cur.live, done: make(chan struct{})}
 	v := cur.next(func(v *View[C]) {
-		v.shards, v.health, v.prev, v.prevIdx, v.prevFull, v.window = cur.shards[:n:n], cur.health[:n:n], nil, nil, nil, nil
+		v.shards, v.health, v.prev, v.prevIdx, v.window = cur.shards[:n:n], cur.health[:n:n], nil, nil, nil
 		v.gates = append(v.gates, g)
 	})
 	s.swap(v, true)
@@ -232,17 +235,54 @@ func (v *View[C]) Moved(key string) (from, to int, moved bool) {
 	return from, to, from != to
 }
 
-// Settled reports whether no ejection changes key's owners: its owner on
-// the live ring is its owner on the full ring (FullRing), and during a move
-// its owner before the move (Moved's from) is the one the previous ring
-// gives with every shard live. An unsettled key's place depends on shards
-// being ejected: moved or judged by the live rings, it would end where it
-// is not found once they rejoin.
+// Settled reports whether no ejection changes where key is or goes: its
+// owner before the move (Moved's from) is not ejected, and its owner now
+// is the one it has once every ejected shard is back (Owners). An
+// unsettled key's place depends on shards being ejected: moved or judged
+// by the live ring, it would end where it is not found once they rejoin.
 func (v *View[C]) Settled(key string) bool {
-	if v.live.Locate(key) != v.full.Locate(key) {
+	if back := v.rejoined(); back != v.live && v.live.Locate(key) != back.Locate(key) {
 		return false
 	}
-	return v.prev == nil || v.prev.Locate(key) == v.prevFull.Locate(key)
+	return v.prev == nil || !v.Ejected(v.prevIdx[v.prev.Locate(key)])
+}
+
+// Owners returns the shard that owned key before the move (from, as Moved
+// gives it) and the one that owns it once every ejected shard is back (to;
+// from == to outside a move).
+func (v *View[C]) Owners(key string) (from, to int) {
+	to = v.rejoined().Locate(key)
+	if v.prev == nil {
+		return to, to
+	}
+	return v.prevIdx[v.prev.Locate(key)], to
+}
+
+// rejoined returns v's live ring with every ejected shard rejoined
+// (ring.Rejoin: for a preset whose rebuild re-values its points, that is
+// not the full ring), the live ring itself when none is ejected.
+func (v *View[C]) rejoined() *ring.Ring {
+	v.back.once.Do(func() { v.back.live = rejoinAll(v.live) })
+	return v.back.live
+}
+
+// rejoinAll returns r with its ejected nodes rejoined; r itself when none
+// is.
+func rejoinAll(r *ring.Ring) *ring.Ring {
+	var ejected []int
+	for i := range r.Len() {
+		if r.Ejected(i) {
+			ejected = append(ejected, i)
+		}
+	}
+	if len(ejected) == 0 {
+		return r
+	}
+	back, err := r.Rejoin(ejected...)
+	if err != nil { // cannot happen: the indices are r's own
+		return r
+	}
+	return back
 }
 
 // Previous returns the ring of the shards before the move (its indices are

@@ -162,8 +162,12 @@ type View[C comparable] struct {
 	// shards; the shards that the move removes follow the target's shards.
 	prev    *ring.Ring
 	prevIdx []int
-	// prevFull is prev with no shard ejected: the full ring before the move.
-	prevFull *ring.Ring
+	// back is live with every ejected shard rejoined (see Owners), built
+	// on first use.
+	back struct {
+		once sync.Once
+		live *ring.Ring
+	}
 	// window is the move in progress in this view (BeginMove), else nil.
 	window *Window
 	// gates hold back the keys that recent moves change until the commands
@@ -250,7 +254,7 @@ func (v *View[C]) retire() {
 // for callbacks too (unpinned).)
 func (v *View[C]) next(edit func(*View[C])) *View[C] {
 	n := &View[C]{parent: v.parent, shards: v.shards, full: v.full, live: v.live, health: v.health,
-		prev: v.prev, prevIdx: v.prevIdx, prevFull: v.prevFull, window: v.window, gates: openGates(v.gates)}
+		prev: v.prev, prevIdx: v.prevIdx, window: v.window, gates: openGates(v.gates)}
 	edit(n)
 	n.drained, n.unpinned = make(chan struct{}), make(chan struct{})
 	return n

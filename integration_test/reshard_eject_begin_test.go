@@ -1,0 +1,167 @@
+package integration_test
+
+// Shards ejected when the window opens (and back before the migration ends),
+// and a preset whose rebuild re-values its points: regressions from a
+// helper's attack on real redis-servers.
+
+import (
+	"errors"
+	"strconv"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	shardedredis "github.com/shardedcache/shardedcache/redis"
+	"github.com/shardedcache/shardedcache/ring"
+	"github.com/shardedcache/shardedcache/shardedclient"
+)
+
+// ejectReachable pauses server i for pause, fails one command on it so
+// that it is ejected, and waits until it answers again: it stays ejected
+// until RetryTimeout.
+func ejectReachable(t *testing.T, c *shardedredis.ShardedClient, direct []*goredis.Client, i int, pause time.Duration) {
+	t.Helper()
+	if err := direct[i].Do(ctx, "client", "pause", pause.Milliseconds(), "all").Err(); err != nil {
+		t.Fatal(err)
+	}
+	for k := 0; !c.Stats()[i].Ejected; k++ {
+		if key := "probe-" + strconv.Itoa(k); c.GetShardInfo(key).Index == i {
+			_ = c.Get(ctx, key).Err()
+		}
+		if k > 100000 {
+			t.Fatal("shard not ejected")
+		}
+	}
+	poll(t, 10*time.Second, "paused server answers", func() error { return direct[i].Ping(ctx).Err() })
+	if !c.Stats()[i].Ejected {
+		t.Fatal("shard rejoined before the test could use its ejection")
+	}
+}
+
+// runUntilNil waits until shard i has rejoined, then runs one Migration
+// until it returns nil (at most 20 runs), and checks its counts.
+func runUntilNil(t *testing.T, c *shardedredis.ShardedClient, i int) {
+	t.Helper()
+	poll(t, 10*time.Second, "rejoin", func() error {
+		if c.Stats()[i].Ejected {
+			return errors.New("still ejected")
+		}
+		return nil
+	})
+	m, err := c.NewMigration(shardedredis.MigrateOptions{BatchSize: 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for n := 1; ; n++ {
+		err := m.Run(ctx)
+		if err == nil {
+			break
+		}
+		if n == 20 {
+			t.Fatalf("run %d: %v", n, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	checkRunCounts(t, "the last run", m.Progress())
+}
+
+// checkValues checks that every key of keys reads "v"+key.
+func checkValues(t *testing.T, c *shardedredis.ShardedClient, keys []string) {
+	t.Helper()
+	bad := 0
+	for _, k := range keys {
+		if v, err := c.Get(ctx, k).Result(); err != nil || v != "v"+k {
+			if bad++; bad < 4 {
+				t.Errorf("Get(%q) = %q, %v; want %q", k, v, err, "v"+k)
+			}
+		}
+	}
+	if bad > 0 {
+		t.Errorf("%d of %d keys wrong", bad, len(keys))
+	}
+}
+
+// setKeys writes n keys prefix0.. with value "v"+key through c.
+func setKeys(t *testing.T, c *shardedredis.ShardedClient, prefix string, n int) []string {
+	t.Helper()
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = prefix + strconv.Itoa(i)
+		if err := c.Set(ctx, keys[i], "v"+keys[i], 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return keys
+}
+
+// A bystander b, ejected (but reachable) when the window opens (a, b, c ->
+// a, b, c, d): BeginResharding judged b's own keys by the ring without b,
+// took them for stale copies on b and deleted them (67 of 300 lost).
+func TestReshardBystanderEjectedAtBegin(t *testing.T) {
+	h := shardedredis.Health{Mode: shardedclient.EjectMode, FailureLimit: 1, RetryTimeout: 1500 * time.Millisecond,
+		ProbeTimeout: 100 * time.Millisecond}
+	shards, direct, c := safetyFixture(t, 4, 3, h)
+	keys := setKeys(t, c, "bb:", 300)
+	ejectReachable(t, c, direct, 1, 500*time.Millisecond)
+	if err := c.BeginResharding(shards); err != nil {
+		t.Fatal(err)
+	}
+	runUntilNil(t, c, 1)
+	checkValues(t, c, keys)
+}
+
+// a, b -> a, c with b ejected (reachable) when the window opens, and
+// values written on its stand-in a meanwhile: once b is back and the
+// migration done, b's keys hold b's values; the stand-in's copies are stale
+// and never win (they won on BUSYKEY).
+func TestReshardLeavingEjectedAtBegin(t *testing.T) {
+	h := shardedredis.Health{Mode: shardedclient.EjectMode, FailureLimit: 1, RetryTimeout: 1500 * time.Millisecond,
+		ProbeTimeout: 100 * time.Millisecond}
+	shards, direct, c := safetyFixture(t, 3, 2, h)
+	keys := setKeys(t, c, "lb:", 200)
+	var onB []string
+	for _, k := range keys {
+		if serverOf(t, c, shards, k) == 1 {
+			onB = append(onB, k)
+		}
+	}
+	ejectReachable(t, c, direct, 1, 500*time.Millisecond)
+	for _, k := range onB[:len(onB)/2] { // written on the stand-in a
+		if err := c.Set(ctx, k, "standin", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.BeginResharding([]shardedredis.ShardOptions{shards[0], shards[2]}); err != nil {
+		t.Fatal(err)
+	}
+	runUntilNil(t, c, 2) // b follows the new list's shards while it leaves
+	checkValues(t, c, keys)
+}
+
+// With libmemcached KETAMA and HashAfter (a rebuild re-values the points,
+// as libmemcached does), the ring after an ejection and a rejoin is not the
+// full ring though every shard is live. Settled compared with the full
+// ring, so the migration left keys "for an ejected shard" forever and the
+// window could not end.
+func TestReshardRehashPresetWindowEnds(t *testing.T) {
+	h := shardedredis.Health{Mode: shardedclient.EjectMode, FailureLimit: 1, RetryTimeout: 50 * time.Millisecond,
+		ProbeTimeout: 100 * time.Millisecond}
+	shards, direct, _ := safetyFixture(t, 3, 2, h)
+	c, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: shards[:2], Health: h,
+		Placement: ring.Libmemcached{Distribution: ring.LibmemcachedKetama, HashAfter: ring.HashMD5}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	keys := setKeys(t, c, "rh:", 100)
+	if err := c.BeginResharding(shards); err != nil {
+		t.Fatal(err)
+	}
+	ejectFor(t, c, direct[1], 1, 400*time.Millisecond, func() {}) // b out and back
+	runUntilNil(t, c, 1)
+	if c.Window() != nil {
+		t.Error("the window is open after the migration")
+	}
+	checkValues(t, c, keys)
+}
