@@ -425,7 +425,9 @@ func (r *Ring) Eject(nodes ...int) (*Ring, error) { return r.setEjected("eject",
 
 // Rejoin returns a ring in which the given ejected nodes own their keys
 // again, as Eject's inverse: a ring ejected and rejoined places every key as
-// the original did.
+// the original did, except with a libmemcached KETAMA preset and HashAfter,
+// whose every rebuild (Eject, Rejoin) values the points with the key hash,
+// as libmemcached does.
 func (r *Ring) Rejoin(nodes ...int) (*Ring, error) { return r.setEjected("rejoin", nodes, false) }
 
 func (r *Ring) setEjected(verb string, nodes []int, ejected bool) (*Ring, error) {
