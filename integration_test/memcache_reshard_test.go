@@ -1,14 +1,21 @@
 package integration_test
 
 import (
+	"context"
 	"errors"
+	"net"
 	"slices"
 	"strconv"
+	"sync/atomic"
+	"syscall"
 	"testing"
+	"time"
 
 	gomemcache "github.com/bradfitz/gomemcache/memcache"
 
 	shardedmc "github.com/shardedcache/shardedcache/memcache"
+	"github.com/shardedcache/shardedcache/ring"
+	"github.com/shardedcache/shardedcache/shardedclient"
 )
 
 // During a memcache resharding window every key stays readable (it moves to
@@ -157,4 +164,95 @@ func TestMemcacheReshardLeftoverNeverWins(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
+}
+
+// A memcache key whose old owner is ejected in the window moves as if that
+// owner held nothing (it is flushed when it rejoins): its new owner's
+// leftover from an earlier shard list is deleted, never served. Keys are
+// written v1 on mc-0..2, a cold SetShards to mc-0, mc-1 leaves the v1
+// copies on mc-2, the keys are rewritten v2, and the window back to all
+// three begins; then mc-1 is ejected. Skipping the move of such keys served
+// v1 for every key moving from mc-1 to mc-2 (45 of 300 on the Jedis ring).
+func TestMemcacheLeftoverWithOldOwnerEjected(t *testing.T) {
+	for _, pr := range []struct {
+		name string
+		p    ring.Preset
+	}{{"jedis", nil}, {"ketama", ring.Twemproxy{}}, {"modula", ring.Twemproxy{Distribution: ring.TwemproxyModula}}} {
+		t.Run(pr.name, func(t *testing.T) {
+			servers := []*mcServer{startMiniMemcached(t), startMiniMemcached(t), startMiniMemcached(t)}
+			var down atomic.Bool
+			var d net.Dialer
+			shards := make([]shardedmc.ShardOptions, len(servers))
+			for i, s := range servers {
+				shards[i] = shardedmc.ShardOptions{Name: "mc-" + strconv.Itoa(i), Addr: s.addr, Timeout: time.Second}
+			}
+			shards[1].DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+				if down.Load() {
+					return nil, &net.OpError{Op: "dial", Net: network, Err: syscall.ECONNREFUSED}
+				}
+				return d.DialContext(ctx, network, addr)
+			}
+			c, err := shardedmc.NewShardedClient(&shardedmc.ShardedOptions{Shards: shards, Placement: pr.p,
+				Health: shardedmc.Health{Mode: shardedclient.EjectMode, FailureLimit: 1, RetryTimeout: time.Hour}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = c.Close() })
+			keys := mcKeys("lo:", 300)
+			setAll := func(v string) {
+				for _, k := range keys {
+					if err := c.Set(&gomemcache.Item{Key: k, Value: []byte(v)}); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			setAll("v1")
+			if err := c.SetShards(shards[:2]); err != nil {
+				t.Fatal(err)
+			}
+			setAll("v2")
+			fromB := 0
+			for _, k := range keys {
+				fromB += b2i(c.GetShardInfo(k).Name == "mc-1")
+			}
+			if err := c.BeginResharding(shards, shardedmc.ReshardOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			dropIdle(t, c)
+			down.Store(true)
+			for n := 0; !c.Stats()[1].Ejected; n++ {
+				_, _ = c.Get(keys[n%len(keys)])
+				if n > 10000 {
+					t.Fatal("mc-1 not ejected")
+				}
+			}
+			var got [3]int // miss, v1, v2
+			for _, k := range keys {
+				it, err := c.Get(k)
+				switch {
+				case errors.Is(err, gomemcache.ErrCacheMiss):
+					got[0]++
+				case err != nil:
+					t.Fatalf("Get(%s): %v", k, err)
+				case string(it.Value) == "v1":
+					got[1]++
+				default:
+					got[2]++
+				}
+			}
+			// mc-1's keys miss (it is out); every other key reads v2.
+			if want := [3]int{fromB, 0, len(keys) - fromB}; got != want {
+				t.Errorf("Get with mc-1 ejected: %v (miss, stale v1, v2); want %v", got, want)
+			}
+			items, err := c.GetMulti(keys)
+			if err != nil || len(items) != len(keys)-fromB {
+				t.Errorf("GetMulti: %d items, %v; want %d", len(items), err, len(keys)-fromB)
+			}
+			for k, it := range items {
+				if string(it.Value) != "v2" {
+					t.Errorf("GetMulti %s = %q, want v2", k, it.Value)
+				}
+			}
+		})
+	}
 }

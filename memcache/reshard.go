@@ -389,14 +389,21 @@ func (c *ShardedClient) moveBatch(ctx context.Context, v *view, st *window, op s
 	fail := func(step string, at int, key string, err error) *MoveError {
 		return &MoveError{Op: op, Key: key, From: v.Label(from), To: v.Label(to), Step: step, Err: err, at: at}
 	}
-	src, srcPool, err := st.conn(ctx, v, from)
-	if err != nil {
-		return fail("get", from, keys[0], v.Finish(ctx, from, err))
-	}
-	defer srcPool.Put(src)
-	items, err := src.Get(ctx, keys)
-	if err := v.Finish(ctx, from, err); err != nil {
-		return fail("get", from, keys[0], err)
+	// An ejected old owner holds nothing for the window: it is flushed when
+	// it rejoins (OnRejoin's default), so its keys move as misses.
+	var src *mcmeta.Conn
+	var items []mcmeta.Item
+	if !v.Ejected(from) {
+		var srcPool *mcmeta.Pool
+		var err error
+		if src, srcPool, err = st.conn(ctx, v, from); err != nil {
+			return fail("get", from, keys[0], v.Finish(ctx, from, err))
+		}
+		defer srcPool.Put(src)
+		items, err = src.Get(ctx, keys)
+		if err := v.Finish(ctx, from, err); err != nil {
+			return fail("get", from, keys[0], err)
+		}
 	}
 	dst, dstPool, err := st.conn(ctx, v, to)
 	if err != nil {

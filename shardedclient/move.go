@@ -39,7 +39,7 @@ type Window struct {
 // Remembered reports whether key was marked moved in w (see RememberMoved);
 // false for a nil w.
 func (w *Window) Remembered(key string) bool {
-	if w == nil || w.moved == nil {
+	if !w.remembers() {
 		return false
 	}
 	w.mu.Lock()
@@ -48,10 +48,13 @@ func (w *Window) Remembered(key string) bool {
 	return ok
 }
 
+// remembers reports whether w remembers moved keys (RememberMoved).
+func (w *Window) remembers() bool { return w != nil && w.moved != nil }
+
 // Remember marks keys moved in w, if w remembers (see RememberMoved):
 // View.Track no longer reports them as moving. A nil w remembers nothing.
 func (w *Window) Remember(keys ...string) {
-	if w == nil || w.moved == nil {
+	if !w.remembers() {
 		return
 	}
 	w.mu.Lock()
@@ -65,7 +68,11 @@ func (w *Window) Remember(keys ...string) {
 // moved (Window.Remember), so that they are moved once: for a backend that
 // cannot tell a value written in the window from a stale leftover on the
 // new owner (memcached). The memory is one map entry per key used in the
-// window, dropped by EndMove. Call it once, before the first BeginMove.
+// window, dropped by EndMove. In such a window, View.Track also reports a
+// key whose old owner is ejected (and whose new owner is not) as moving:
+// the backend moves it as if that owner held nothing, which removes the
+// new owner's leftover (a memcache shard is flushed when it rejoins). Call
+// it once, before the first BeginMove.
 func (s *Sharded[C]) RememberMoved() { s.rememberMoved = true }
 
 // MarkMigrated records that every key of the window is on its new owner,
@@ -241,10 +248,14 @@ func (v *View[C]) Moved(key string) (from, to int, moved bool) {
 // unsettled key's place depends on shards being ejected: moved or judged
 // by the live ring, it would end where it is not found once they rejoin.
 func (v *View[C]) Settled(key string) bool {
-	if back := v.rejoined(); back != v.live && v.live.Locate(key) != back.Locate(key) {
-		return false
-	}
-	return v.prev == nil || !v.Ejected(v.prevIdx[v.prev.Locate(key)])
+	return v.liveSettled(key) && (v.prev == nil || !v.Ejected(v.prevIdx[v.prev.Locate(key)]))
+}
+
+// liveSettled reports whether key's live owner is the one it has once
+// every ejected shard is back.
+func (v *View[C]) liveSettled(key string) bool {
+	back := v.rejoined()
+	return back == v.live || v.live.Locate(key) == back.Locate(key)
 }
 
 // Owners returns the shard that owned key before the move (from, as Moved

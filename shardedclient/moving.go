@@ -57,7 +57,9 @@ func (p *Pending) Reset() {
 // Locate returns). A key that an ejected shard owns before or after the
 // move (not Settled) is not moved: it stays where it is, as an ejected
 // shard's keys do, and the command uses the live shard standing in; moved
-// there, it would be lost once the ejected shard rejoins.
+// there, it would be lost once the ejected shard rejoins. In a window that
+// remembers moves (RememberMoved), a key whose only ejected owner is its
+// old one is reported moving all the same (From is then ejected).
 func (v *View[C]) Track(p *Pending, key string) int {
 	for _, g := range v.gates {
 		if g.changes(key) && !slices.Contains(p.gates, (<-chan struct{})(g.done)) {
@@ -68,7 +70,7 @@ func (v *View[C]) Track(p *Pending, key string) int {
 		return v.live.Locate(key)
 	}
 	from, to, moved := v.Moved(key)
-	if moved && !v.window.Remembered(key) && v.Settled(key) {
+	if moved && !v.window.Remembered(key) && (v.Settled(key) || v.window.remembers() && v.liveSettled(key)) {
 		p.moving = append(p.moving, MovingKey{Key: key, From: from, To: to})
 	}
 	return to
