@@ -112,9 +112,11 @@ func (v *View[C]) Prepare(ctx context.Context, p *Pending, move Mover[C]) error 
 }
 
 // WaitGates waits until every gate of v is open: until the commands begun
-// on the views before v's recent moves (BeginMove, EndMove, an ejection or
-// a rejoin) have ended, so that none of them can still write a key on the
-// owner it had before. A migration waits so before it scans the old
+// on the views before v's recent moves (BeginMove, EndMove) have ended, so
+// that none of them can still write a key on the owner it had before. (An
+// ejection or a rejoin adds no gate: a write that lands late on a stand-in
+// is a stand-in's copy, stale by definition, and one that lands late on
+// the shard that owns the key is where the key is.) A migration waits so before it scans the old
 // owners: a key that such a command writes after the scan has passed it
 // would be left behind. It returns ctx.Err() if ctx ends first.
 func (v *View[C]) WaitGates(ctx context.Context) error {
