@@ -75,7 +75,10 @@ type ShardedOptions struct {
 // that rule, Probe to Ping (memcached's version command), and in
 // EjectMode OnRejoin defaults to flushing the shard before it takes its
 // keys back, so that it does not serve values that were overwritten
-// elsewhere while it was out; set OnRejoin to keep them.
+// elsewhere while it was out; set OnRejoin to keep them. A resharding
+// window counts on that flush: a key first used while its old owner is
+// ejected moves as if that owner held nothing, and a kept copy there is a
+// leftover that a later shard list may serve.
 type Health = shardedclient.Health[*memcache.Client]
 
 // Shard is one shard of a ShardedClient: a gomemcache client and its place
