@@ -422,7 +422,7 @@ func (m *Migration) moveFrom(ctx context.Context, v *view, p *shardProgress, key
 				// now, it could be kept or moved where the ejected shard's
 				// return hides it. It waits on the retry list.
 				c.leaving++
-				owner := v.FullRing().Locate(k)
+				_, owner := v.Owners(k)
 				unsettled = append(unsettled, &KeyMoveError{Key: k, From: v.Label(p.index), To: v.Label(owner),
 					Err: errUnsettled})
 			case to == p.index:
