@@ -415,15 +415,14 @@ func (m *Migration) moveFrom(ctx context.Context, v *view, p *shardProgress, key
 		var c batchCounts
 		var unsettled []*KeyMoveError
 		for _, k := range batch {
-			from, to, _ := v.Moved(k)
+			from, to, settled := v.Settled(k)
 			switch {
-			case !v.Settled(k):
+			case !settled:
 				// An ejection changes where it was or where it goes: judged
 				// now, it could be kept or moved where the ejected shard's
 				// return hides it. It waits on the retry list.
 				c.leaving++
-				_, owner := v.Owners(k)
-				unsettled = append(unsettled, &KeyMoveError{Key: k, From: v.Label(p.index), To: v.Label(owner),
+				unsettled = append(unsettled, &KeyMoveError{Key: k, From: v.Label(p.index), To: v.Label(v.AllLiveOwner(k)),
 					Err: errUnsettled})
 			case to == p.index:
 				c.owned++

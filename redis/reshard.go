@@ -167,8 +167,9 @@ func dropStale(ctx context.Context, v *view) error {
 	// Ejected shards too: they own nothing now, but take their keys back
 	// when they rejoin, and their stale copies must not win then. One that
 	// cannot be reached fails BeginResharding, naming it. Owners are judged
-	// as if every ejected shard were back (View.Owners): a copy written on a
-	// stand-in is stale, and an ejected shard's own keys are not.
+	// as if every ejected shard were back (the old ring has every shard
+	// live; View.AllLiveOwner): a copy written on a stand-in is stale, and
+	// an ejected shard's own keys are not.
 	for j := range v.FullRing().Len() {
 		// Every server of the shard: one, or every master of a cluster.
 		err := eachServer(ctx, v.Client(j), func(ctx context.Context, client *goredis.Client) error {
@@ -180,8 +181,7 @@ func dropStale(ctx context.Context, v *view) error {
 				var stale []string
 				for _, k := range keys {
 					// j owns k now, or will once it rejoins.
-					_, live, _ := v.Moved(k)
-					if from, to := v.Owners(k); from != j && (live == j || to == j) {
+					if from, to, _ := v.Moved(k); from != j && (to == j || v.AllLiveOwner(k) == j) {
 						stale = append(stale, k)
 					}
 				}

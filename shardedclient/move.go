@@ -242,32 +242,26 @@ func (v *View[C]) Moved(key string) (from, to int, moved bool) {
 	return from, to, from != to
 }
 
-// Settled reports whether no ejection changes where key is or goes: its
-// owner before the move (Moved's from) is not ejected, and its owner now
-// is the one it has once every ejected shard is back (Owners). An
-// unsettled key's place depends on shards being ejected: moved or judged
+// Settled returns key's owners before and after the move, as Moved does,
+// and whether no ejection changes them (ok): the old owner is not ejected,
+// and the owner now is the one every ejected shard back gives (AllLiveOwner).
+// An unsettled key's place depends on shards being ejected: moved or judged
 // by the live ring, it would end where it is not found once they rejoin.
-func (v *View[C]) Settled(key string) bool {
-	return v.liveSettled(key) && (v.prev == nil || !v.Ejected(v.prevIdx[v.prev.Locate(key)]))
+func (v *View[C]) Settled(key string) (from, to int, ok bool) {
+	from, to, _ = v.Moved(key)
+	return from, to, v.liveSettled(key, to) && (v.prev == nil || !v.Ejected(from))
 }
 
-// liveSettled reports whether key's live owner is the one it has once
-// every ejected shard is back.
-func (v *View[C]) liveSettled(key string) bool {
+// liveSettled reports whether to, key's live owner, is the owner it has
+// once every ejected shard is back.
+func (v *View[C]) liveSettled(key string, to int) bool {
 	back := v.rejoined()
-	return back == v.live || v.live.Locate(key) == back.Locate(key)
+	return back == v.live || back.Locate(key) == to
 }
 
-// Owners returns the shard that owned key before the move (from, as Moved
-// gives it) and the one that owns it once every ejected shard is back (to;
-// from == to outside a move).
-func (v *View[C]) Owners(key string) (from, to int) {
-	to = v.rejoined().Locate(key)
-	if v.prev == nil {
-		return to, to
-	}
-	return v.prevIdx[v.prev.Locate(key)], to
-}
+// AllLiveOwner returns the shard that owns key once every ejected shard is
+// back: Locate's answer when none is ejected.
+func (v *View[C]) AllLiveOwner(key string) int { return v.rejoined().Locate(key) }
 
 // rejoined returns v's live ring with every ejected shard rejoined
 // (ring.Rejoin: for a preset whose rebuild re-values its points, that is

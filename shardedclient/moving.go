@@ -70,7 +70,7 @@ func (v *View[C]) Track(p *Pending, key string) int {
 		return v.live.Locate(key)
 	}
 	from, to, moved := v.Moved(key)
-	if moved && !v.window.Remembered(key) && (v.Settled(key) || v.window.remembers() && v.liveSettled(key)) {
+	if moved && !v.window.Remembered(key) && v.liveSettled(key, to) && (!v.Ejected(from) || v.window.remembers()) {
 		p.moving = append(p.moving, MovingKey{Key: key, From: from, To: to})
 	}
 	return to

@@ -162,8 +162,8 @@ type View[C comparable] struct {
 	// shards; the shards that the move removes follow the target's shards.
 	prev    *ring.Ring
 	prevIdx []int
-	// back is live with every ejected shard rejoined (see Owners), built
-	// on first use.
+	// back is live with every ejected shard rejoined (see AllLiveOwner),
+	// built on first use.
 	back struct {
 		once sync.Once
 		live *ring.Ring
