@@ -402,7 +402,7 @@ func psServerHolds(s *psServer, channels, shardChannels []string, numpat int) er
 			return fmt.Errorf("PUBSUB SHARDCHANNELS = %q, want %q", got, psSorted(shardChannels))
 		}
 	}
-	n, err := psSubscriptionCounts(s)
+	n, err := psSubscriptionCounts(s, got)
 	if err != nil {
 		return err
 	}
@@ -416,13 +416,10 @@ func psServerHolds(s *psServer, channels, shardChannels []string, numpat int) er
 // subscriptions of s summed over its connections: from CLIENT LIST's sub,
 // psub and ssub on redis-server (whose PUBSUB NUMPAT counts distinct
 // patterns), from PUBSUB NUMSUB and NUMPAT on miniredis (which has no
-// CLIENT LIST and sums NUMPAT per connection).
-func psSubscriptionCounts(s *psServer) (n [3]int, err error) {
+// CLIENT LIST and sums NUMPAT per connection), where chs are the channels
+// that PUBSUB CHANNELS lists.
+func psSubscriptionCounts(s *psServer, chs []string) (n [3]int, err error) {
 	if !s.real {
-		chs, err := s.direct.PubSubChannels(ctx, "*").Result()
-		if err != nil {
-			return n, err
-		}
 		subs, err := s.direct.PubSubNumSub(ctx, chs...).Result()
 		if err != nil {
 			return n, err

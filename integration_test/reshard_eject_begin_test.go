@@ -22,17 +22,7 @@ import (
 // until RetryTimeout.
 func ejectReachable(t *testing.T, c *shardedredis.ShardedClient, direct []*goredis.Client, i int, pause time.Duration) {
 	t.Helper()
-	if err := direct[i].Do(ctx, "client", "pause", pause.Milliseconds(), "all").Err(); err != nil {
-		t.Fatal(err)
-	}
-	for k := 0; !c.Stats()[i].Ejected; k++ {
-		if key := "probe-" + strconv.Itoa(k); c.GetShardInfo(key).Index == i {
-			_ = c.Get(ctx, key).Err()
-		}
-		if k > 100000 {
-			t.Fatal("shard not ejected")
-		}
-	}
+	pauseUntilEjected(t, c, direct[i], i, pause)
 	poll(t, 10*time.Second, "paused server answers", func() error { return direct[i].Ping(ctx).Err() })
 	if !c.Stats()[i].Ejected {
 		t.Fatal("shard rejoined before the test could use its ejection")

@@ -97,12 +97,7 @@ func TestReshardEjectDuringRun(t *testing.T) {
 				moved += p.Moved + p.OnNewOwner
 			}
 			checkOneToTwo(t, direct, keys, moving, moved)
-			for _, k := range keys {
-				if v, err := c.Get(ctx, k).Result(); err != nil || v != "v"+k {
-					t.Errorf("Get(%q) = %q, %v", k, v, err)
-					break
-				}
-			}
+			checkValues(t, c, keys)
 		})
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -31,14 +30,9 @@ func oneToTwoWith(t *testing.T, prefix string, n int, h shardedredis.Health) ([]
 	t.Helper()
 	shards, direct, c := safetyFixture(t, 2, 1, h)
 	next := placementOf(t, shards)
+	keys := setKeys(t, c, prefix, n)
 	moving := map[string]bool{}
-	var keys []string
-	for i := range n {
-		k := prefix + strconv.Itoa(i)
-		keys = append(keys, k)
-		if err := c.Set(ctx, k, "v"+k, 0).Err(); err != nil {
-			t.Fatal(err)
-		}
+	for _, k := range keys {
 		moving[k] = next.GetShardInfo(k).Index == 1
 	}
 	if err := c.BeginResharding(shards); err != nil {

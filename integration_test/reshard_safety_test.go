@@ -241,6 +241,21 @@ func TestReshardEjectionLeftoverNeverWins(t *testing.T) {
 // waits until the shard has rejoined.
 func ejectFor(t *testing.T, c *shardedredis.ShardedClient, server *goredis.Client, i int, d time.Duration, during func()) {
 	t.Helper()
+	pauseUntilEjected(t, c, server, i, d)
+	during()
+	deadline := time.Now().Add(10 * time.Second)
+	for c.Stats()[i].Ejected {
+		if time.Now().After(deadline) {
+			t.Fatal("shard did not rejoin")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// pauseUntilEjected pauses server, shard i of c, for d (CLIENT PAUSE) and
+// sends GETs of keys it owns until one times out and c ejects it.
+func pauseUntilEjected(t *testing.T, c *shardedredis.ShardedClient, server *goredis.Client, i int, d time.Duration) {
+	t.Helper()
 	if err := server.Do(ctx, "client", "pause", d.Milliseconds(), "all").Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -252,14 +267,6 @@ func ejectFor(t *testing.T, c *shardedredis.ShardedClient, server *goredis.Clien
 		if k > 100000 {
 			t.Fatal("shard not ejected")
 		}
-	}
-	during()
-	deadline := time.Now().Add(10 * time.Second)
-	for c.Stats()[i].Ejected {
-		if time.Now().After(deadline) {
-			t.Fatal("shard did not rejoin")
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }
 
