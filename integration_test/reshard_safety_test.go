@@ -457,18 +457,7 @@ func TestReshardStaleCopyOnEjectedShardRemoved(t *testing.T) {
 	if err := c.Set(ctx, k, "new", 0).Err(); err != nil {
 		t.Fatal(err)
 	}
-	// Eject b: pause it and fail one command on it.
-	if err := direct[1].Do(ctx, "client", "pause", 3000, "all").Err(); err != nil {
-		t.Fatal(err)
-	}
-	for i := 0; !c.Stats()[1].Ejected && i < 100000; i++ {
-		if key := "probe-" + strconv.Itoa(i); c.GetShardInfo(key).Index == 1 {
-			_ = c.Get(ctx, key).Err()
-		}
-	}
-	if !c.Stats()[1].Ejected {
-		t.Fatal("b not ejected")
-	}
+	pauseUntilEjected(t, c, direct[1], 1, 3*time.Second) // b
 	// While b cannot answer, the window cannot clean it: refused, naming b.
 	err = c.BeginResharding(shards[1:])
 	var se *shardedclient.ShardError
