@@ -15,10 +15,15 @@ import (
 // fanout is one command split into parts, one per shard, whose replies
 // merge back into the command.
 type fanout struct {
-	v     *view
-	cmd   goredis.Cmder
-	info  *commands.Info
-	nkeys int // keys of the command; 0 for a keyless command
+	v    *view
+	cmd  goredis.Cmder
+	info *commands.Info
+	// owners is the shard of each key of the command, in key order; nil for
+	// a keyless command.
+	owners []int
+	// slot is, for each shard of v, 1 + the index of its part; 0 when it
+	// has none.
+	slot  []int
 	parts []part
 }
 
@@ -26,68 +31,65 @@ type fanout struct {
 type part struct {
 	shard int
 	cmd   *goredis.Cmd
-	keys  []int // the part's keys, as indices into the command's keys
+	nkeys int   // the part's keys
+	args  []any // its arguments, while split builds them
+	vals  []any // its reply's values not yet merged, while combine merges them
 }
 
 // split builds the parts of cmd: the same command on every shard when it is
 // keyless (see everyShard), else one command per shard with that shard's
-// keys (and the arguments that go with each key, such as MSET's values).
-// owners, when not nil, is the shard of each key in the order of its key
-// positions, as route found them (keyShards.owners); otherwise each key is
-// located here. It fails, sending nothing, when a key lacks the arguments
-// that go with it (an odd MSET), and with an *EjectedError for a keyless
-// command that changes every shard while some are ejected.
-func split(ctx context.Context, v *view, cmd goredis.Cmder, info *commands.Info, owners []int) (*fanout, error) {
+// keys (and the arguments that go with each key, such as MSET's values), in
+// their order in cmd. r is what route found: the shard of each key
+// (r.owners) and where the keys are (r.first, r.step). A command that runs
+// on several shards has one key specification (TestMultiShardKeysEvenlySpaced),
+// so its keys are evenly spaced: key k is at r.first + k*r.step, followed by
+// its r.step-1 arguments (KeyPositions has checked that the last key has
+// them: an odd MSET is an arity error, answered by one shard). It fails,
+// sending nothing, with an *EjectedError for a keyless command that changes
+// every shard while some are ejected.
+func split(ctx context.Context, v *view, cmd goredis.Cmder, r *keyShards) (*fanout, error) {
 	args := cmd.Args()
-	f := &fanout{v: v, cmd: cmd, info: info}
-	pos := make([]int, 0, max(len(owners), len(args)-1))
-	_ = info.KeyPositions(args, func(p int) { pos = append(pos, p) })
-	if len(pos) == 0 {
+	f := &fanout{v: v, cmd: cmd, info: r.info, owners: r.owners}
+	if len(f.owners) == 0 {
 		return f, f.everyShard(ctx, v, args)
 	}
-	f.nkeys = len(pos)
-	step := 1
-	if len(pos) > 1 {
-		step = pos[1] - pos[0]
-	}
-	if pos[len(pos)-1]+step > len(args) {
-		return nil, &UnsupportedError{Command: info.Name, Reason: fmt.Sprintf("key %v has no value", args[pos[len(pos)-1]])}
-	}
-	if len(owners) != len(pos) {
-		owners = make([]int, len(pos))
-		for k, p := range pos {
-			key, _ := commands.Arg(args[p])
-			owners[k] = v.Locate(key)
+	prefix, suffix := args[:r.first], args[r.first+len(f.owners)*r.step:]
+	// Number the shards in the order of their first key and count their
+	// keys, so that the parts and all their arguments are allocated once,
+	// at their size.
+	f.slot = make([]int, v.Len())
+	n := 0
+	for _, s := range f.owners {
+		if f.slot[s] == 0 {
+			n++
+			f.slot[s] = n
 		}
 	}
-	prefix, suffix := args[:pos[0]], args[pos[len(pos)-1]+step:]
-	// Count each shard's keys, so that every part's arguments and keys
-	// are allocated once, at their size.
-	slot := make([]int, v.Len()) // shard -> 1 + index in parts; 0: none yet
-	var counts []int
-	for _, s := range owners {
-		if slot[s] == 0 {
-			f.parts = append(f.parts, part{shard: s})
-			counts = append(counts, 0)
-			slot[s] = len(f.parts)
+	f.parts = make([]part, n)
+	for s, i := range f.slot {
+		if i > 0 {
+			f.parts[i-1].shard = s
 		}
-		counts[slot[s]-1]++
 	}
-	partArgs := make([][]any, len(f.parts))
-	keys := make([]int, len(pos))
+	for _, s := range f.owners {
+		f.parts[f.slot[s]-1].nkeys++
+	}
+	flat := make([]any, n*(len(prefix)+len(suffix))+len(f.owners)*r.step)
 	at := 0
-	for i, n := range counts {
-		partArgs[i] = append(make([]any, 0, len(prefix)+n*step+len(suffix)), prefix...)
-		f.parts[i].keys = keys[at : at : at+n]
-		at += n
+	for i := range f.parts {
+		size := len(prefix) + f.parts[i].nkeys*r.step + len(suffix)
+		f.parts[i].args = append(flat[at:at:at+size], prefix...)
+		at += size
 	}
-	for k, p := range pos {
-		i := slot[owners[k]] - 1
-		partArgs[i] = append(partArgs[i], args[p:p+step]...)
-		f.parts[i].keys = append(f.parts[i].keys, k)
+	for k, s := range f.owners {
+		p := &f.parts[f.slot[s]-1]
+		pos := r.first + k*r.step
+		p.args = append(p.args, args[pos:pos+r.step]...)
 	}
 	for i := range f.parts {
-		f.parts[i].cmd = goredis.NewCmd(ctx, append(partArgs[i], suffix...)...)
+		p := &f.parts[i]
+		p.cmd = goredis.NewCmd(ctx, append(p.args, suffix...)...)
+		p.args = nil
 	}
 	return f, nil
 }
@@ -258,19 +260,25 @@ func (f *fanout) combine() (any, error) {
 	}
 	// Default policy: a multi-key command's values go back in key order; a
 	// keyless command's arrays are concatenated (KEYS).
-	out := make([]any, f.nkeys)
-	for _, p := range f.parts {
+	out := []any{}
+	for i := range f.parts {
+		p := &f.parts[i]
 		vals, ok := p.cmd.Val().([]any)
-		if !ok || f.nkeys > 0 && len(vals) != len(p.keys) {
-			return nil, f.badReply(p)
+		if !ok || f.owners != nil && len(vals) != p.nkeys {
+			return nil, f.badReply(*p)
 		}
-		if f.nkeys == 0 {
+		p.vals = vals
+		if f.owners == nil {
 			out = append(out, vals...)
-			continue
 		}
-		for j, k := range p.keys {
-			out[k] = vals[j]
-		}
+	}
+	if f.owners == nil {
+		return out, nil
+	}
+	out = make([]any, len(f.owners))
+	for k, s := range f.owners {
+		p := &f.parts[f.slot[s]-1]
+		out[k], p.vals = p.vals[0], p.vals[1:]
 	}
 	return out, nil
 }

@@ -263,7 +263,7 @@ func planOf(ctx context.Context, v *view, cmd goredis.Cmder, r *keyShards) (plan
 	if r.shard == walk {
 		return walkOf(ctx, v, cmd)
 	}
-	f, err := split(ctx, v, cmd, r.info, r.owners)
+	f, err := split(ctx, v, cmd, r)
 	if err != nil {
 		return nil, err
 	}
@@ -290,6 +290,9 @@ type keyShards struct {
 	// hash every key again); nil while they are on one.
 	owners []int
 	nkeys  int // keys seen
+	// first is the position of the first key in args, step the distance
+	// from it to the second (see split).
+	first, step int
 }
 
 func (k *keyShards) add(pos int) {
@@ -297,6 +300,12 @@ func (k *keyShards) add(pos int) {
 	if !ok {
 		k.err = &UnsupportedError{Command: k.info.Name, Reason: fmt.Sprintf("key argument %d has type %T", pos, k.args[pos])}
 		return
+	}
+	switch k.nkeys {
+	case 0:
+		k.first = pos
+	case 1:
+		k.step = pos - k.first
 	}
 	s := k.v.Track(&k.pending, key)
 	if k.owners == nil && k.shard >= 0 && s != k.shard {

@@ -172,6 +172,28 @@ func TestCommandPolicies(t *testing.T) {
 	}
 }
 
+// TestMultiShardKeysEvenlySpaced checks what the redis package's split
+// relies on: a command whose keys may be split by shard has one key
+// specification, a range (no numkeys argument for a part to keep in step),
+// so that its keys are evenly spaced, each followed by the same number of
+// arguments of its own (MSET's value).
+func TestMultiShardKeysEvenlySpaced(t *testing.T) {
+	var names []string
+	for info := range All() {
+		if info.Request != MultiShard {
+			continue
+		}
+		names = append(names, info.Name)
+		if len(info.specs) != 1 || info.sortLike || info.specs[0].keynum || info.specs[0].keyword != "" {
+			t.Errorf("%s: %d key specifications %+v, want one range", info.Name, len(info.specs), info.specs)
+		}
+	}
+	slices.Sort(names)
+	if want := []string{"del", "exists", "mget", "mset", "touch", "unlink"}; !slices.Equal(names, want) {
+		t.Errorf("multi_shard commands %v, want %v", names, want)
+	}
+}
+
 // The table's entries by source: Redis 7.0.15's COMMAND, redis/redis's
 // src/commands files since, module registrations, and our decisions.
 func TestCommandSources(t *testing.T) {
