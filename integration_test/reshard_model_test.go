@@ -324,7 +324,8 @@ type sourceCounts struct {
 // the old list stays (its owner now), moves (from its old owner; a value
 // written on the new owner in the window wins) or is deleted (stale).
 func (m *redisModel) run() {
-	opt := shardedredis.MigrateOptions{BatchSize: 1 + m.rng.IntN(60), Parallelism: 1 + 3*m.rng.IntN(2), KeepWindow: m.rng.IntN(3) == 0}
+	opt := shardedredis.MigrateOptions{BatchSize: 1 + m.rng.IntN(60), Parallelism: 1 + 3*m.rng.IntN(2), KeepWindow: m.rng.IntN(3) == 0,
+		ServerSide: m.rng.IntN(2) == 0}
 	m.tr.logf("Migration.Run %+v", opt)
 	mig, err := m.c.NewMigration(opt)
 	if err != nil {

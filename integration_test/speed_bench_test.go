@@ -500,6 +500,7 @@ func BenchmarkSpeed(b *testing.B) {
 	}
 	b.Run("NewClient-1000-shards", func(b *testing.B) { benchNewClient1000(b) })
 	b.Run("Migration", func(b *testing.B) { benchMigration(b, r.addrs, shardedredis.MigrateOptions{}) })
+	b.Run("Migration-server-side", func(b *testing.B) { benchMigration(b, r.addrs, shardedredis.MigrateOptions{ServerSide: true}) })
 	for _, limit := range migrationLimits {
 		b.Run(fmt.Sprintf("Migration-limited-%dk", limit/1000), func(b *testing.B) {
 			benchMigration(b, r.addrs, shardedredis.MigrateOptions{KeysPerSecond: float64(limit)})

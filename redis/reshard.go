@@ -307,40 +307,23 @@ func moveBatch(ctx context.Context, v *view, keys []shardedclient.MovingKey) mov
 		groups[k.To] = append(groups[k.To], restores[i])
 	}
 	execGroups(ctx, v, groups)
-	// One DEL per old owner for every key whose new owner now holds it. (An
-	// old owner is never a Redis Cluster shard, whose nodes would refuse a
-	// DEL across hash slots: BeginResharding refuses to take keys out of
-	// one, see clusterSourceErr.)
-	dels := make([]*goredis.IntCmd, v.Len()) // by old owner
-	delArgs := make([][]any, v.Len())
+	// The keys whose new owner now holds them leave their old owner.
+	var deleting []int
 	for i, k := range keys {
 		if restores[i] == nil {
 			continue
 		}
 		switch err := restores[i].Err(); {
-		case err == nil:
-		case strings.HasPrefix(err.Error(), "BUSYKEY"):
+		case err == nil, strings.HasPrefix(err.Error(), "BUSYKEY"):
+			deleting = append(deleting, i)
 		default:
 			fail(k, err)
-			restores[i] = nil
-			continue
-		}
-		if delArgs[k.From] == nil {
-			delArgs[k.From] = []any{"del"}
-		}
-		delArgs[k.From] = append(delArgs[k.From], k.Key)
-	}
-	groups = make([][]goredis.Cmder, v.Len())
-	for from, args := range delArgs {
-		if args != nil {
-			dels[from] = goredis.NewIntCmd(ctx, args...)
-			groups[from] = []goredis.Cmder{dels[from]}
 		}
 	}
-	execGroups(ctx, v, groups)
-	for i, k := range keys {
+	dels := delOld(ctx, v, keys, deleting)
+	for _, i := range deleting {
+		k := keys[i]
 		switch {
-		case restores[i] == nil:
 		case dels[k.From].Err() != nil:
 			// On both shards now: the next move of the key finds BUSYKEY
 			// and deletes the old copy.
@@ -352,6 +335,32 @@ func moveBatch(ctx context.Context, v *view, keys []shardedclient.MovingKey) mov
 		}
 	}
 	return counts
+}
+
+// delOld deletes keys[i], for each i of which, from its old owner: one DEL
+// per old owner, the owners in parallel. It returns the DEL of each old
+// owner (by shard; nil for a shard with none). (An old owner is never a
+// Redis Cluster shard, whose nodes would refuse a DEL across hash slots:
+// BeginResharding refuses to take keys out of one, see clusterSourceErr.)
+func delOld(ctx context.Context, v *view, keys []shardedclient.MovingKey, which []int) []*goredis.IntCmd {
+	delArgs := make([][]any, v.Len())
+	for _, i := range which {
+		k := keys[i]
+		if delArgs[k.From] == nil {
+			delArgs[k.From] = []any{"del"}
+		}
+		delArgs[k.From] = append(delArgs[k.From], k.Key)
+	}
+	dels := make([]*goredis.IntCmd, v.Len())
+	groups := make([][]goredis.Cmder, v.Len())
+	for from, args := range delArgs {
+		if args != nil {
+			dels[from] = goredis.NewIntCmd(ctx, args...)
+			groups[from] = []goredis.Cmder{dels[from]}
+		}
+	}
+	execGroups(ctx, v, groups)
+	return dels
 }
 
 // dumpErr explains a DUMP refused with WRONGTYPE, which a real Redis never

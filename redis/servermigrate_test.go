@@ -1,0 +1,156 @@
+package redis
+
+import (
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	goredis "github.com/redis/go-redis/v9"
+)
+
+// TestMigrateTarget checks MIGRATE's arguments for each kind of shard, and
+// the refusal, naming the shard and the reason, of those MIGRATE cannot
+// reach. The clients are never used: nothing connects.
+func TestMigrateTarget(t *testing.T) {
+	creds := func() (string, string) { return "u", "p" }
+	cases := []struct {
+		name string
+		so   ShardOptions
+		want string // MIGRATE's arguments, or the reason of the refusal
+	}{
+		{"plain", ShardOptions{Addr: "10.0.0.1:6379"}, "[10.0.0.1 6379  0 2000]"},
+		{"db", ShardOptions{Addr: "10.0.0.1:6380", Options: &goredis.Options{DB: 3}}, "[10.0.0.1 6380  3 2000]"},
+		{"ipv6", ShardOptions{Addr: "[::1]:6379"}, "[::1 6379  0 2000]"},
+		{"password", ShardOptions{Addr: "h:1", Options: &goredis.Options{Password: "pw"}}, "[h 1  0 2000 auth pw]"},
+		{"acl", ShardOptions{Addr: "h:1", Options: &goredis.Options{Username: "u", Password: "pw"}}, "[h 1  0 2000 auth2 u pw]"},
+		{"unix", ShardOptions{Addr: "/tmp/r.sock", Options: &goredis.Options{Network: "unix"}}, "a Unix socket"},
+		{"tls", ShardOptions{Addr: "h:1", Options: &goredis.Options{TLSConfig: &tls.Config{}}}, "TLS"},
+		{"credentials", ShardOptions{Addr: "h:1", Options: &goredis.Options{CredentialsProvider: creds}}, "a credentials provider"},
+		{"sentinel", ShardOptions{Failover: &goredis.FailoverOptions{MasterName: "m", SentinelAddrs: []string{"h:1"}}}, "a Sentinel group"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.so.Name = "s"
+			c, err := NewShardedClient(&ShardedOptions{Shards: []ShardOptions{tc.so}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			v := c.shards.Acquire()
+			defer v.Release()
+			args, err := migrateTarget(v, 0)
+			got := fmt.Sprint(args)
+			if err != nil {
+				if !errors.Is(err, ErrServerSide) || !strings.Contains(err.Error(), `shard 0 "s"`) {
+					t.Errorf("error %q: want ErrServerSide naming shard 0 \"s\"", err)
+				}
+				got = err.Error()[strings.LastIndex(err.Error(), ": ")+2:]
+			}
+			if got != tc.want {
+				t.Errorf("got %s, want %s", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestNewMigrationServerSideRefused: NewMigration with ServerSide refuses a
+// window whose new list has a shard MIGRATE cannot reach, naming it, and
+// accepts it without ServerSide. (A shard that only leaves may be one:
+// TestMigrationServerSideLeavingShard.)
+func TestNewMigrationServerSideRefused(t *testing.T) {
+	m1, m2 := miniredis.RunT(t), miniredis.RunT(t)
+	creds := func() (string, string) { return "", "" } // miniredis needs none
+	a := ShardOptions{Name: "a", Addr: m1.Addr()}
+	b := ShardOptions{Name: "b", Addr: m2.Addr(), Options: &goredis.Options{CredentialsProvider: creds}}
+	c, err := NewShardedClient(&ShardedOptions{Shards: []ShardOptions{a}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.BeginResharding([]ShardOptions{a, b}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.NewMigration(MigrateOptions{ServerSide: true})
+	if !errors.Is(err, ErrServerSide) || !strings.Contains(err.Error(), `shard 1 "b"`) || !strings.HasSuffix(err.Error(), "a credentials provider") {
+		t.Fatalf("NewMigration: %v, want ErrServerSide naming shard 1 \"b\" and its credentials provider", err)
+	}
+	if _, err := c.NewMigration(MigrateOptions{}); err != nil {
+		t.Fatalf("NewMigration without ServerSide: %v", err)
+	}
+}
+
+// TestNewMigrationServerSideMiniredis: miniredis has no MIGRATE (and
+// would leave a transaction holding it unanswered), so NewMigration with
+// ServerSide refuses it, naming the old owner.
+func TestNewMigrationServerSideMiniredis(t *testing.T) {
+	m1, m2 := miniredis.RunT(t), miniredis.RunT(t)
+	a, b := ShardOptions{Name: "a", Addr: m1.Addr()}, ShardOptions{Name: "b", Addr: m2.Addr()}
+	c, err := NewShardedClient(&ShardedOptions{Shards: []ShardOptions{a}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.BeginResharding([]ShardOptions{a, b}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.NewMigration(MigrateOptions{ServerSide: true})
+	if !errors.Is(err, ErrServerSide) || !strings.HasSuffix(err.Error(), `shard 0 "a" (`+m1.Addr()+`) does not list MIGRATE in COMMAND INFO`) {
+		t.Fatalf("NewMigration: %v, want ErrServerSide naming shard 0", err)
+	}
+}
+
+// TestMigrateGate: transactions run at once unless one would close a cycle
+// of servers waiting on each other; it then waits until the cycle is gone.
+func TestMigrateGate(t *testing.T) {
+	g := newMigrateGate()
+	entered := func(from int, tos ...int) chan struct{} {
+		done := make(chan struct{})
+		go func() {
+			g.enter(from, tos)
+			close(done)
+		}()
+		return done
+	}
+	wait := func(what string, done chan struct{}) {
+		t.Helper()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s: still held back", what)
+		}
+	}
+	held := func(what string, done chan struct{}) {
+		t.Helper()
+		select {
+		case <-done:
+			t.Fatalf("%s: let run, closing a cycle", what)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	wait("0 -> 1", entered(0, 1))
+	wait("0 -> 1 again", entered(0, 1))
+	wait("1 -> 2", entered(1, 2))
+	wait("3 -> 1 (waits on 1, no cycle)", entered(3, 1))
+	back := entered(2, 4, 0) // 2 -> 0 -> 1 -> 2
+	held("2 -> 0", back)
+	g.leave(1, []int{2})
+	wait("2 -> 0 once 1 -> 2 ended", back)
+	oneZero := entered(1, 0)
+	held("1 -> 0 while 0 -> 1 runs", oneZero)
+	g.leave(0, []int{1})
+	g.leave(0, []int{1})
+	g.leave(3, []int{1})
+	g.leave(2, []int{4, 0})
+	wait("1 -> 0 once 0 -> 1 ended", oneZero)
+	g.mu.Lock()
+	running := len(g.running)
+	g.mu.Unlock()
+	if running != 1 {
+		t.Errorf("%d pairs running, want 1 -> 0 alone", running)
+	}
+	g.leave(1, []int{0})
+}
