@@ -57,7 +57,7 @@ func stubReply(cmd goredis.Cmder) {
 // over 4 shards whose clients answer without I/O (stubHook): one GET, an
 // MGET of 100 keys (Ring: a pipeline of 100 GETs, as it has no cross-shard
 // MGET; floor: the keys split by shard beforehand, an MGET per shard) and a
-// pipeline of 100 GETs.
+// pipeline of 100 GETs (floor: queued straight into one pipeline per shard).
 func BenchmarkDispatch(b *testing.B) {
 	ctx := context.Background()
 	var shards []ShardOptions
@@ -122,6 +122,30 @@ func BenchmarkDispatch(b *testing.B) {
 		wg.Wait()
 		return errors.Join(errs...)
 	}
+	// The pipeline's floor: the GETs queued straight into one pipeline per
+	// shard (split beforehand), the pipelines run as execGroups runs them.
+	pipeFloor := func() error {
+		errs := make([]error, len(split))
+		pipes := make([]goredis.Pipeliner, len(split))
+		for i, keys := range split {
+			pipes[i] = sharded.Shards()[i].Client.Pipeline()
+			for _, k := range keys {
+				pipes[i].Get(ctx, k)
+			}
+		}
+		var wg sync.WaitGroup
+		for i := range split[:len(split)-1] {
+			wg.Add(1)
+			workers.Go(func() {
+				defer wg.Done()
+				_, errs[i] = pipes[i].Exec(ctx)
+			})
+		}
+		last := len(split) - 1
+		_, errs[last] = pipes[last].Exec(ctx)
+		wg.Wait()
+		return errors.Join(errs...)
+	}
 	mget := func() error {
 		vals, err := sharded.MGet(ctx, keys...).Result()
 		if err == nil && (len(vals) != len(keys) || vals[len(keys)-1] != "v") {
@@ -140,6 +164,7 @@ func BenchmarkDispatch(b *testing.B) {
 		{"MGET-100/floor", floor},
 		{"Pipeline-100/sharded", func() error { return pipeline(sharded) }},
 		{"Pipeline-100/ring", func() error { return pipeline(ring) }},
+		{"Pipeline-100/floor", pipeFloor},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			b.ReportAllocs()

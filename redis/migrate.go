@@ -47,11 +47,11 @@ type MigrateOptions struct {
 	// TTLs, straight to the new owner and deletes them, in one transaction
 	// per batch that also tells a key gone from one moved (see
 	// migrateBatch). The keys then cross the network once rather than
-	// twice, and this client sends one command per batch and new owner
-	// rather than four per key (DUMP, PTTL, RESTORE, and the key in a DEL),
-	// so it uses a fraction of the client's CPU (figures in the README's
-	// Speed section). The counts and the rule that the new owner's copy wins
-	// are those of the default path.
+	// twice, and this client sends an EXISTS per key and one MIGRATE per
+	// new owner rather than four commands per key (DUMP, PTTL, RESTORE, and
+	// the key in a DEL); the servers do the same work (figures in the
+	// README's Speed section). The counts and the rule that the new owner's
+	// copy wins are those of the default path.
 	//
 	// Every old owner must reach every new owner at the address and DB this
 	// client uses for it, with its Username and Password (MIGRATE's AUTH2);
@@ -62,8 +62,8 @@ type MigrateOptions struct {
 	// MIGRATE's timeout is 2 s: the longest an old owner, which serves
 	// nothing else meanwhile, waits on a new owner that stopped answering.
 	// MIGRATEs run at once unless two servers would wait on each other (see
-	// migrateGate). Keys that a command moves in the window
-	// move through the client, as without ServerSide.
+	// migrateGate). Keys that a command moves in the window move through
+	// the client, as without ServerSide.
 	ServerSide bool
 }
 
