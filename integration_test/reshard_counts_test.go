@@ -58,6 +58,64 @@ func (h delHook) before(ctx context.Context, cmds []goredis.Cmder) error {
 	return nil
 }
 
+// countsKeys is the number of keys of a countsFixture.
+const countsKeys = 600
+
+// countsFixture is a client over one real redis-server, holding countsKeys
+// keys prefix0 ... (one in three with a one-hour TTL), in a resharding
+// window to two: moving lists the keys whose owner changes, in key order;
+// busy, the first 30 of them, were written on their new owner in the window
+// (want holds that value); gone, the next 20, are to be deleted by the test
+// between the SCAN and their move (want no longer holds them).
+type countsFixture struct {
+	shards     []shardedredis.ShardOptions
+	direct     []*goredis.Client
+	c          *shardedredis.ShardedClient
+	next       *shardedredis.ShardedClient // placement under the new list
+	want       map[string]string
+	moving     []string
+	busy, gone map[string]bool
+}
+
+func newCountsFixture(t *testing.T, prefix string) *countsFixture {
+	t.Helper()
+	f := &countsFixture{want: map[string]string{}, busy: map[string]bool{}, gone: map[string]bool{}}
+	f.shards, f.direct, f.c = safetyFixture(t, 2, 1, shardedredis.Health{})
+	f.next = placementOf(t, f.shards)
+	for i := range countsKeys {
+		k := prefix + strconv.Itoa(i)
+		ttl := time.Duration(0)
+		if i%3 == 0 {
+			ttl = time.Hour
+		}
+		if err := f.c.Set(ctx, k, "v"+strconv.Itoa(i), ttl).Err(); err != nil {
+			t.Fatal(err)
+		}
+		f.want[k] = "v" + strconv.Itoa(i)
+		if f.next.GetShardInfo(k).Index == 1 {
+			f.moving = append(f.moving, k)
+		}
+	}
+	if len(f.moving) < 100 {
+		t.Fatalf("only %d keys move", len(f.moving))
+	}
+	if err := f.c.BeginResharding(f.shards); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range f.moving[:30] {
+		f.busy[k] = true
+		if err := f.direct[1].Set(ctx, k, "new:"+k, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		f.want[k] = "new:" + k
+	}
+	for _, k := range f.moving[30:50] {
+		f.gone[k] = true
+		delete(f.want, k)
+	}
+	return f
+}
+
 // TestMigrationCounts runs a migration from one server to two in
 // which some keys were written on their new owner in the window (BUSYKEY),
 // some are deleted between the SCAN and the DUMP, and the DEL of one batch
@@ -65,43 +123,9 @@ func (h delHook) before(ctx context.Context, cmds []goredis.Cmder) error {
 // every server holds exactly what a plain map says; a second migration
 // then moves the keys whose DEL failed.
 func TestMigrationCounts(t *testing.T) {
-	shards, direct, c := safetyFixture(t, 2, 1, shardedredis.Health{})
-	next := placementOf(t, shards)
-	const n = 600
-	want := map[string]string{}
-	var moving []string
-	for i := range n {
-		k := "mc:" + strconv.Itoa(i)
-		ttl := time.Duration(0)
-		if i%3 == 0 {
-			ttl = time.Hour
-		}
-		if err := c.Set(ctx, k, "v"+strconv.Itoa(i), ttl).Err(); err != nil {
-			t.Fatal(err)
-		}
-		want[k] = "v" + strconv.Itoa(i)
-		if next.GetShardInfo(k).Index == 1 {
-			moving = append(moving, k)
-		}
-	}
-	if len(moving) < 100 {
-		t.Fatalf("only %d keys move", len(moving))
-	}
-	if err := c.BeginResharding(shards); err != nil {
-		t.Fatal(err)
-	}
-	busy, gone := map[string]bool{}, map[string]bool{}
-	for _, k := range moving[:30] {
-		busy[k] = true
-		if err := direct[1].Set(ctx, k, "new:"+k, 0).Err(); err != nil {
-			t.Fatal(err)
-		}
-		want[k] = "new:" + k
-	}
-	for _, k := range moving[30:50] {
-		gone[k] = true
-		delete(want, k)
-	}
+	f := newCountsFixture(t, "mc:")
+	direct, c, next, want, moving, busy, gone := f.direct, f.c, f.next, f.want, f.moving, f.busy, f.gone
+	const n = countsKeys
 	var mu sync.Mutex
 	var failedDel []string
 	c.Shards()[0].Client.AddHook(beforeSend(delHook{direct: direct[0], gone: gone, failKey: moving[len(moving)/2], mu: &mu, failed: &failedDel}.before))

@@ -23,44 +23,12 @@ import (
 // where it belongs, every server holds exactly what a plain map says (moved
 // keys with their TTL), and a second run moves the failed batch's keys.
 func TestMigrationServerSide(t *testing.T) {
-	shards, direct, c := safetyFixture(t, 2, 1, shardedredis.Health{})
-	next := placementOf(t, shards)
-	const n = 600
-	want := map[string]string{}
+	f := newCountsFixture(t, "ms:")
+	direct, c, want, busy, gone := f.direct, f.c, f.want, f.busy, f.gone
+	const n = countsKeys
 	moving := map[string]bool{}
-	var order []string
-	for i := range n {
-		k := "ms:" + strconv.Itoa(i)
-		ttl := time.Duration(0)
-		if i%3 == 0 {
-			ttl = time.Hour
-		}
-		if err := c.Set(ctx, k, "v"+strconv.Itoa(i), ttl).Err(); err != nil {
-			t.Fatal(err)
-		}
-		want[k] = "v" + strconv.Itoa(i)
-		if next.GetShardInfo(k).Index == 1 {
-			moving[k] = true
-			order = append(order, k)
-		}
-	}
-	if len(moving) < 100 {
-		t.Fatalf("only %d keys move", len(moving))
-	}
-	if err := c.BeginResharding(shards); err != nil {
-		t.Fatal(err)
-	}
-	busy, gone := map[string]bool{}, map[string]bool{}
-	for _, k := range order[:30] {
-		busy[k] = true
-		if err := direct[1].Set(ctx, k, "new:"+k, 0).Err(); err != nil {
-			t.Fatal(err)
-		}
-		want[k] = "new:" + k
-	}
-	for _, k := range order[30:50] {
-		gone[k] = true
-		delete(want, k)
+	for _, k := range f.moving {
+		moving[k] = true
 	}
 	// On the old owner: the first transaction fails unsent (its keys go to
 	// failed); the others first lose the keys of gone, as to a concurrent DEL.
