@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,10 +19,12 @@ import (
 // TestMigrationServerSide runs a ServerSide migration (MIGRATE between the
 // servers) from one real redis-server to two, in which some keys were
 // written on their new owner in the window (BUSYKEY), some are deleted
-// between the SCAN and their batch's transaction, and the first batch's
-// transaction fails unsent: the progress counts each key once, exactly
-// where it belongs, every server holds exactly what a plain map says (moved
-// keys with their TTL), and a second run moves the failed batch's keys.
+// between the SCAN and their batch's transaction, and the first
+// transaction with a busy key fails unsent (its reply lost, for the client): that batch is
+// settled as for BUSYKEY, its keys that the new owner holds leaving the
+// old owner, the others failing there. The progress counts each key once,
+// exactly where it belongs, every server holds exactly what a plain map
+// says (moved keys with their TTL), and a second run moves the failed keys.
 func TestMigrationServerSide(t *testing.T) {
 	f := newCountsFixture(t, "ms:")
 	direct, c, want, busy, gone := f.direct, f.c, f.want, f.busy, f.gone
@@ -30,8 +33,9 @@ func TestMigrationServerSide(t *testing.T) {
 	for _, k := range f.moving {
 		moving[k] = true
 	}
-	// On the old owner: the first transaction fails unsent (its keys go to
-	// failed); the others first lose the keys of gone, as to a concurrent DEL.
+	// On the old owner: the first transaction with a busy key fails unsent
+	// (its keys are failed); the others first lose the keys of gone, as to
+	// a concurrent DEL.
 	var mu sync.Mutex
 	failed := map[string]bool{}
 	failing := true
@@ -41,21 +45,28 @@ func TestMigrationServerSide(t *testing.T) {
 		}
 		mu.Lock()
 		defer mu.Unlock()
+		var keys []string
+		fail := false
 		for _, cmd := range cmds {
-			k := fmt.Sprint(cmd.Args()[len(cmd.Args())-1])
-			switch {
-			case cmd.Name() != "exists":
-			case failing:
+			if cmd.Name() == "exists" {
+				k := fmt.Sprint(cmd.Args()[1])
+				keys = append(keys, k)
+				fail = fail || failing && busy[k]
+			}
+		}
+		if fail {
+			failing = false
+			for _, k := range keys {
 				failed[k] = true
-			case gone[k]:
+			}
+			return errors.New("injected transaction failure")
+		}
+		for _, k := range keys {
+			if gone[k] {
 				if err := direct[0].Del(ctx, k).Err(); err != nil {
 					return err
 				}
 			}
-		}
-		if failing {
-			failing = false
-			return errors.New("injected transaction failure")
 		}
 		return nil
 	}))
@@ -84,27 +95,28 @@ func TestMigrationServerSide(t *testing.T) {
 	}
 	err = m.Run(ctx)
 	var merr *shardedredis.MigrationError
-	if !errors.As(err, &merr) || len(merr.Keys) != len(failed) || len(failed) == 0 {
-		t.Fatalf("run 1: %v, want a *MigrationError naming the %d keys of the failed transaction", err, len(failed))
+	busyIn, goneIn := count(busy, true), count(gone, true) // of the failed transaction
+	if nFailed := int64(len(failed)) - busyIn; !errors.As(err, &merr) || int64(len(merr.Keys)) != nFailed || nFailed == 0 {
+		t.Fatalf("run 1: %v, want a *MigrationError naming the %d keys of the failed transaction not busy", err, nFailed)
 	}
 	for _, ke := range merr.Keys {
-		if !failed[ke.Key] || !strings.Contains(ke.Err.Error(), "injected transaction failure") {
-			t.Errorf("run 1 failed %s (%v), not in the failed transaction", ke.Key, ke.Err)
+		if !failed[ke.Key] || busy[ke.Key] || !strings.Contains(ke.Err.Error(), "injected transaction failure") {
+			t.Errorf("run 1 failed %s (%v), not in the failed transaction or busy", ke.Key, ke.Err)
 		}
 	}
-	if count(busy, false) == 0 || count(gone, false) == 0 || count(busy, true)+count(gone, true) == int64(len(failed)) {
-		t.Fatalf("the failed batch took every busy or gone key, or only such keys: %d busy, %d gone of its %d", count(busy, true), count(gone, true), len(failed))
+	if count(busy, false) == 0 || count(gone, false) == 0 || busyIn+goneIn == int64(len(failed)) {
+		t.Fatalf("the failed batch took every busy or gone key, or only such keys: %d busy, %d gone of its %d", busyIn, goneIn, len(failed))
 	}
 	check(1, m.Progress()[0], shardedredis.ShardProgress{
 		Scanned:    n,
 		Owned:      int64(n - len(moving)),
 		Moved:      count(moving, false) - count(busy, false) - count(gone, false),
-		OnNewOwner: count(busy, false),
+		OnNewOwner: int64(len(busy)),
 		Gone:       count(gone, false),
-		Failed:     int64(len(failed)),
+		Failed:     int64(len(failed)) - busyIn,
 	})
-	// Each key on its owner alone with its value; the failed batch's keys
-	// on the old owner still (and a busy one on the new owner too).
+	// Each key on its owner alone with its value; the failed keys on the
+	// old owner still.
 	content := func(run int) {
 		t.Helper()
 		for i := range n {
@@ -117,9 +129,7 @@ func TestMigrationServerSide(t *testing.T) {
 				wantA, wantB = "v"+strconv.Itoa(i), ""
 			case !ok:
 				wantA = ""
-			case run == 1 && failed[k] && busy[k]:
-				wantA, wantB = "v"+strconv.Itoa(i), v
-			case run == 1 && failed[k]:
+			case run == 1 && failed[k] && !busy[k]:
 			case moving[k]:
 				wantA, wantB = "", v
 			}
@@ -143,11 +153,10 @@ func TestMigrationServerSide(t *testing.T) {
 		t.Fatalf("run 2: %v", err)
 	}
 	check(2, m2.Progress()[0], shardedredis.ShardProgress{
-		Scanned:    int64(n-len(moving)) + int64(len(failed)),
-		Owned:      int64(n - len(moving)),
-		Moved:      int64(len(failed)) - count(busy, true) - count(gone, true),
-		OnNewOwner: count(busy, true),
-		Gone:       count(gone, true),
+		Scanned: int64(n-len(moving)) + int64(len(failed)) - busyIn,
+		Owned:   int64(n - len(moving)),
+		Moved:   int64(len(failed)) - busyIn - goneIn,
+		Gone:    goneIn,
 	})
 	content(2)
 	if err := c.EndResharding(); err != nil {
@@ -206,4 +215,156 @@ func TestMigrationServerSideLeavingShard(t *testing.T) {
 	if moved != int64(onB) || direct[1].DBSize(ctx).Val() != 0 || direct[0].DBSize(ctx).Val() != n {
 		t.Fatalf("moved %d of b's %d keys; a holds %d, b %d; want all %d on a", moved, onB, direct[0].DBSize(ctx).Val(), direct[1].DBSize(ctx).Val(), n)
 	}
+}
+
+// serverSideShard is a shard on DB db of the real redis-server at addr,
+// with a direct client to that DB.
+type serverSideShard struct {
+	so     shardedredis.ShardOptions
+	direct *goredis.Client
+}
+
+func newServerSideShard(t *testing.T, name, addr string, db int, o goredis.Options) serverSideShard {
+	t.Helper()
+	o.Addr, o.DB, o.MaxRetries = addr, db, -1
+	d := goredis.NewClient(&o)
+	t.Cleanup(func() { d.Close() })
+	so := o
+	return serverSideShard{so: shardedredis.ShardOptions{Name: name, Addr: addr, Options: &so}, direct: d}
+}
+
+func serverSideOptions(l []serverSideShard) []shardedredis.ShardOptions {
+	var out []shardedredis.ShardOptions
+	for _, s := range l {
+		out = append(out, s.so)
+	}
+	return out
+}
+
+// runServerSide writes n keys (value of the given size, one-hour TTL)
+// through a client over old, reshards it to new with a ServerSide
+// migration run until it has no failure (at most three runs), and checks
+// that the runs' counts add up to every moving key moved, nothing else, and
+// that each key is on its new owner alone with its value (a failed key, on
+// its old owner alone). It returns the first run's progress, summed.
+func runServerSide(t *testing.T, old, new []serverSideShard, n, size int, opt shardedredis.MigrateOptions) shardedredis.ShardProgress {
+	t.Helper()
+	c, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: serverSideOptions(old)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	next := placementOf(t, serverSideOptions(new))
+	ownerOf := func(l []serverSideShard, i int) string { return l[i].so.Addr + "/" + strconv.Itoa(l[i].so.Options.DB) }
+	value := func(i int) string { return strings.Repeat("x", size) + strconv.Itoa(i) }
+	var moving int64
+	for i := range n {
+		k := "ss:" + strconv.Itoa(i)
+		if err := c.Set(ctx, k, value(i), time.Hour).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if ownerOf(old, c.GetShardInfo(k).Index) != ownerOf(new, next.GetShardInfo(k).Index) {
+			moving++
+		}
+	}
+	if err := c.BeginResharding(serverSideOptions(new)); err != nil {
+		t.Fatal(err)
+	}
+	opt.ServerSide, opt.KeepWindow = true, true
+	var first, total shardedredis.ShardProgress
+	for run := 1; ; run++ {
+		m, err := c.NewMigration(opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		runErr := m.Run(ctx)
+		var sum shardedredis.ShardProgress
+		for _, p := range m.Progress() {
+			sum.Moved, sum.OnNewOwner, sum.Gone, sum.Failed = sum.Moved+p.Moved, sum.OnNewOwner+p.OnNewOwner, sum.Gone+p.Gone, sum.Failed+p.Failed
+		}
+		if run == 1 {
+			first = sum
+		}
+		total.Moved, total.OnNewOwner, total.Gone = total.Moved+sum.Moved, total.OnNewOwner+sum.OnNewOwner, total.Gone+sum.Gone
+		var merr *shardedredis.MigrationError
+		switch {
+		case runErr == nil:
+		case !errors.As(runErr, &merr) || run == 3:
+			t.Fatalf("run %d: %v", run, runErr)
+		default:
+			for _, ke := range merr.Keys { // failed: on its old owner still
+				if err := old[c.GetShardInfo(ke.Key).Index].direct.Get(ctx, ke.Key).Err(); err != nil {
+					t.Errorf("run %d: failed key %s (%v) is not on its old owner: %v", run, ke.Key, ke.Err, err)
+				}
+			}
+			continue
+		}
+		break
+	}
+	if total.Moved != moving || total.OnNewOwner != 0 || total.Gone != 0 {
+		t.Errorf("runs moved %d, onNewOwner %d, gone %d; want %d moved, no other", total.Moved, total.OnNewOwner, total.Gone, moving)
+	}
+	for i := range n {
+		k := "ss:" + strconv.Itoa(i)
+		owner := ownerOf(new, next.GetShardInfo(k).Index)
+		for j, sh := range append(slices.Clone(old), new...) {
+			v, err := sh.direct.Get(ctx, k).Result()
+			switch mine := ownerOf(append(slices.Clone(old), new...), j) == owner; {
+			case mine && (err != nil || v != value(i)):
+				t.Fatalf("%s on its owner %s: %d bytes, %v", k, owner, len(v), err)
+			case !mine && err != goredis.Nil:
+				t.Fatalf("%s left on %s: %d bytes, %v", k, ownerOf(append(slices.Clone(old), new...), j), len(v), err)
+			}
+		}
+	}
+	if err := c.EndResharding(); err != nil {
+		t.Fatal(err)
+	}
+	return first
+}
+
+// TestMigrationServerSideSharedServers: shards that are DBs of the same
+// servers. MIGRATE from a server to itself (two DBs of one server) would
+// wait on itself, and two or three servers migrating to each other at once
+// (shards keeping their names while moving to another server's DB) would
+// wait on each other until MIGRATE's timeout, leaving keys on both servers
+// (counted on the new owner) or failed. Every moving key is counted moved,
+// in one run.
+func TestMigrationServerSideSharedServers(t *testing.T) {
+	bin := realRedisBin(t)
+	procs := []*redisProc{startRedisProc(t, bin, ""), startRedisProc(t, bin, ""), startRedisProc(t, bin, "")}
+	on := func(name string, p, db int) serverSideShard {
+		return newServerSideShard(t, name, procs[p].addr, db, goredis.Options{})
+	}
+	for _, tc := range []struct {
+		name     string
+		old, new []serverSideShard
+		opt      shardedredis.MigrateOptions
+	}{
+		{"two DBs of one server", []serverSideShard{on("a", 0, 0)}, []serverSideShard{on("a", 0, 0), on("b", 0, 1)},
+			shardedredis.MigrateOptions{BatchSize: 100}},
+		{"two servers both ways", []serverSideShard{on("a", 0, 2), on("b", 1, 2)}, []serverSideShard{on("a", 1, 3), on("b", 0, 3)},
+			shardedredis.MigrateOptions{BatchSize: 200, Parallelism: 2, InFlight: 2}},
+		{"three servers round", []serverSideShard{on("a", 0, 4), on("b", 1, 4), on("c", 2, 4)},
+			[]serverSideShard{on("a", 1, 5), on("b", 2, 5), on("c", 0, 5)}, shardedredis.MigrateOptions{BatchSize: 200, Parallelism: 3}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if p := runServerSide(t, tc.old, tc.new, 3000, 8, tc.opt); p.Failed != 0 {
+				t.Errorf("run 1 failed %d keys", p.Failed)
+			}
+		})
+	}
+}
+
+// TestMigrationServerSideLostReply: 1 MB values and shard clients that
+// give up reading after 200 ms: a transaction's reply is lost while the
+// servers still move the keys. The batch is settled once the old owner
+// answers again: no key is counted failed while it has moved, and every
+// moving key is counted moved once over the runs.
+func TestMigrationServerSideLostReply(t *testing.T) {
+	bin := realRedisBin(t)
+	p0, p1 := startRedisProc(t, bin, ""), startRedisProc(t, bin, "")
+	o := goredis.Options{ReadTimeout: 200 * time.Millisecond}
+	a, b := newServerSideShard(t, "a", p0.addr, 0, o), newServerSideShard(t, "b", p1.addr, 0, o)
+	runServerSide(t, []serverSideShard{a}, []serverSideShard{a, b}, 200, 1<<20, shardedredis.MigrateOptions{BatchSize: 100, InFlight: 2})
 }

@@ -62,8 +62,10 @@ type MigrateOptions struct {
 	// MIGRATE's timeout is 2 s: the longest an old owner, which serves
 	// nothing else meanwhile, waits on a new owner that stopped answering.
 	// MIGRATEs run at once unless two servers would wait on each other (see
-	// migrateGate). Keys that a command moves in the window move through
-	// the client, as without ServerSide.
+	// migrateGate). A batch whose reply is lost (big values against a
+	// short ReadTimeout) is settled once its old owner answers again. Keys
+	// moving between two DBs of one server, and keys that a command moves
+	// in the window, move through the client, as without ServerSide.
 	ServerSide bool
 }
 
@@ -180,8 +182,10 @@ func (c *ShardedClient) NewMigration(opt MigrateOptions) (*Migration, error) {
 	if opt.Parallelism <= 0 {
 		opt.Parallelism = 4
 	}
-	m := &Migration{c: c, opt: opt, window: w, limiter: rate.NewLimiter(rate.Inf, 0), chunk: opt.BatchSize, running: make(chan struct{}, 1),
-		gate: newMigrateGate()}
+	m := &Migration{c: c, opt: opt, window: w, limiter: rate.NewLimiter(rate.Inf, 0), chunk: opt.BatchSize, running: make(chan struct{}, 1)}
+	if opt.ServerSide {
+		m.gate = newMigrateGate(v)
+	}
 	if opt.KeysPerSecond > 0 {
 		// A burst of at most a second's worth of keys, and batches no
 		// larger than the burst.

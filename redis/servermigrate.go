@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
@@ -103,18 +104,33 @@ var ErrServerSide = errors.New("shardedcache: server-side migration refused")
 // owner, EXEC), in which the old owner sends its keys straight to their new
 // owners and deletes them (never REPLACE: the new owner's copy wins, see
 // BeginResharding; TTLs go with the keys). The EXISTS in the transaction
-// tell a key that was gone from one that moved. A MIGRATE that fails (the
-// new owner had a key: BUSYKEY; or it failed part way) is settled as
+// tell a key that was gone from one that moved (the server's clock stands
+// still inside EXEC: no key expires between the two). A MIGRATE that fails
+// (the new owner had a key: BUSYKEY; or it failed part way) is settled as
 // moveBatch settles BUSYKEY: each of its keys still on the old owner is
-// deleted there if the new owner holds it, else fails. The caller holds
-// the keys' locks.
+// deleted there if the new owner holds it, else fails. A transaction whose
+// reply is lost (a read timeout while the servers still move big values)
+// is settled so too, once the old owner answers again: it serves nothing
+// else while it runs MIGRATE, so it answers once the transaction is over;
+// a key no longer there counts as moved (one deleted meanwhile too). A key
+// whose old and new owners are two DBs of one server moves through the
+// client (moveBatch): MIGRATE to its own server would wait on itself. The
+// caller holds the keys' locks.
 //
 // Transactions run at once unless gate holds them back (see migrateGate).
-//
-// A transaction whose reply is lost counts its keys as failed, and the
-// retry counts those that had moved as gone.
 func migrateBatch(ctx context.Context, v *view, keys []shardedclient.MovingKey, gate *migrateGate) moveCounts {
+	var local []shardedclient.MovingKey
+	keys = slices.DeleteFunc(slices.Clone(keys), func(k shardedclient.MovingKey) bool {
+		if gate.server[k.From] == gate.server[k.To] {
+			local = append(local, k)
+			return true
+		}
+		return false
+	})
 	var counts moveCounts
+	if len(local) > 0 {
+		counts = moveBatch(ctx, v, local)
+	}
 	fail := func(k shardedclient.MovingKey, err error) {
 		counts.failed = append(counts.failed, &KeyMoveError{Key: k.Key, From: v.Label(k.From), To: v.Label(k.To), Err: err})
 	}
@@ -155,22 +171,33 @@ func migrateBatch(ctx context.Context, v *view, keys []shardedclient.MovingKey, 
 		pipe := v.Client(from).TxPipeline()
 		_ = pipe.BatchProcess(ctx, tx...)
 		gate.enter(from, tos[from])
-		_, _ = pipe.Exec(ctx)
+		if _, err := pipe.Exec(ctx); err != nil && !isReplyError(err) {
+			// The reply is lost, and the transaction may still run: wait
+			// until the old owner answers, so that the settling below sees
+			// where it left the keys.
+			awaitAnswer(ctx, v.Client(from), time.Duration(len(tos[from])+1)*migrateTimeout*time.Millisecond)
+		}
 		gate.leave(from, tos[from])
 		finishGroup(ctx, v, from, tx)
 	}
-	// Settle the keys of the failed MIGRATEs: where is each now?
-	var left []int // indices of keys whose MIGRATE failed
+	// Settle the keys of the failed MIGRATEs and lost transactions: where
+	// is each now?
+	var left []int                  // indices of keys to settle
+	why := make([]error, len(keys)) // their MIGRATE's or transaction's error
 	for i, k := range keys {
 		mig := migs[pair{k.From, k.To}]
-		switch {
-		case exists[i].Err() != nil:
-			fail(k, exists[i].Err())
+		switch err := exists[i].Err(); {
+		case err != nil && isReplyError(err): // refused: nothing ran (EXECABORT)
+			fail(k, err)
+		case err != nil:
+			why[i] = err
+			left = append(left, i)
 		case exists[i].Val() == 0:
 			counts.gone++
 		case mig.Err() == nil:
 			counts.moved++
 		default:
+			why[i] = mig.Err()
 			left = append(left, i)
 		}
 	}
@@ -191,16 +218,15 @@ func migrateBatch(ctx context.Context, v *view, keys []shardedclient.MovingKey, 
 	var deleting []int
 	for _, i := range left {
 		k := keys[i]
-		migErr := migs[pair{k.From, k.To}].Err()
 		switch {
 		case onOld[i].Err() != nil:
-			fail(k, fmt.Errorf("%w; then: %w", migErr, onOld[i].Err()))
+			fail(k, fmt.Errorf("%w; then: %w", why[i], onOld[i].Err()))
 		case onOld[i].Val() == 0: // MIGRATE moved it before it failed
 			counts.moved++
 		case onNew[i].Err() != nil:
-			fail(k, fmt.Errorf("%w; then: %w", migErr, onNew[i].Err()))
+			fail(k, fmt.Errorf("%w; then: %w", why[i], onNew[i].Err()))
 		case onNew[i].Val() == 0:
-			fail(k, migErr)
+			fail(k, why[i])
 		default:
 			deleting = append(deleting, i)
 		}
@@ -217,28 +243,60 @@ func migrateBatch(ctx context.Context, v *view, keys []shardedclient.MovingKey, 
 	return counts
 }
 
+// awaitAnswer PINGs c until it answers, for at most limit (or until ctx
+// ends). A server answers nothing while it runs MIGRATE, so its answer
+// means that a transaction whose reply was lost is over.
+func awaitAnswer(ctx context.Context, c *goredis.Client, limit time.Duration) {
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	for c.Ping(ctx).Err() != nil {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
 // migrateGate lets the MIGRATE transactions of a migration run at once
 // unless they could wait on each other for good. A server runs MIGRATE to
 // the end before it serves anything else, so a MIGRATE to a server that is
 // running one waits until that one ends; if it ran from A to B while
 // another ran from B to A (or round any cycle of servers), each would wait
 // on the other until MIGRATE's timeout. enter holds a transaction back
-// while one of its new owners reaches its old owner over the transactions
-// running.
+// while one of its new owners' servers reaches its old owner's over the
+// transactions running. Servers, not shards: two DBs of one server are
+// one.
 type migrateGate struct {
+	server  []string // the server of each shard of the window's view
 	mu      sync.Mutex
 	cond    sync.Cond
-	running map[[2]int]int // (old owner, new owner) -> transactions running
+	running map[[2]string]int // (old owner's server, new owner's) -> transactions running
 }
 
-func newMigrateGate() *migrateGate {
-	g := &migrateGate{running: map[[2]int]int{}}
+// newMigrateGate returns the gate of a migration over v's shards. A shard's
+// server is its address without the DB, the host resolved when it
+// resolves (a Sentinel group: its name).
+func newMigrateGate(v *view) *migrateGate {
+	servers := make([]string, v.Len())
+	for i := range servers {
+		servers[i] = server(v.Shard(i))
+		if tcp, err := net.ResolveTCPAddr("tcp", servers[i]); err == nil {
+			servers[i] = tcp.String()
+		}
+	}
+	return gateOf(servers)
+}
+
+// gateOf returns a gate over shards on the given servers, by shard index.
+func gateOf(servers []string) *migrateGate {
+	g := &migrateGate{server: servers, running: map[[2]string]int{}}
 	g.cond.L = &g.mu
 	return g
 }
 
 // enter waits until a transaction from shard from to shards tos closes no
-// cycle, and records it as running.
+// cycle of servers, and records it as running.
 func (g *migrateGate) enter(from int, tos []int) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -246,7 +304,7 @@ func (g *migrateGate) enter(from int, tos []int) {
 		g.cond.Wait()
 	}
 	for _, to := range tos {
-		g.running[[2]int{from, to}]++
+		g.running[[2]string{g.server[from], g.server[to]}]++
 	}
 }
 
@@ -255,7 +313,7 @@ func (g *migrateGate) leave(from int, tos []int) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	for _, to := range tos {
-		e := [2]int{from, to}
+		e := [2]string{g.server[from], g.server[to]}
 		if g.running[e]--; g.running[e] == 0 {
 			delete(g.running, e)
 		}
@@ -263,15 +321,18 @@ func (g *migrateGate) leave(from int, tos []int) {
 	g.cond.Broadcast()
 }
 
-// reaches reports whether shard target is one of starts or is reached from
-// one of them over the running transactions.
+// reaches reports whether shard target's server is one of starts' or is
+// reached from one of them over the running transactions.
 func (g *migrateGate) reaches(starts []int, target int) bool {
-	seen := map[int]bool{}
-	todo := slices.Clone(starts)
+	seen := map[string]bool{}
+	var todo []string
+	for _, s := range starts {
+		todo = append(todo, g.server[s])
+	}
 	for len(todo) > 0 {
 		s := todo[len(todo)-1]
 		todo = todo[:len(todo)-1]
-		if s == target {
+		if s == g.server[target] {
 			return true
 		}
 		if seen[s] {

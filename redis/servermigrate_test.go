@@ -97,8 +97,9 @@ func TestNewMigrationServerSideRefused(t *testing.T) {
 
 // TestMigrateGate: transactions run at once unless one would close a cycle
 // of servers waiting on each other; it then waits until the cycle is gone.
+// Shard 6 is a second DB of shard 1's server.
 func TestMigrateGate(t *testing.T) {
-	g := newMigrateGate()
+	g := gateOf([]string{"s0", "s1", "s2", "s3", "s4", "s5", "s1"})
 	entered := func(from int, tos ...int) chan struct{} {
 		done := make(chan struct{})
 		go func() {
@@ -134,15 +135,19 @@ func TestMigrateGate(t *testing.T) {
 	oneZero := entered(1, 0)
 	held("1 -> 0 while 0 -> 1 runs", oneZero)
 	g.leave(0, []int{1})
+	sixZero := entered(6, 0)
+	held("6 -> 0 while 0 -> 1 runs (6 is on 1's server)", sixZero)
 	g.leave(0, []int{1})
 	g.leave(3, []int{1})
 	g.leave(2, []int{4, 0})
 	wait("1 -> 0 once 0 -> 1 ended", oneZero)
+	wait("6 -> 0 once 0 -> 1 ended", sixZero)
 	g.mu.Lock()
 	running := len(g.running)
 	g.mu.Unlock()
 	if running != 1 {
-		t.Errorf("%d pairs running, want 1 -> 0 alone", running)
+		t.Errorf("%d pairs of servers running, want s1 -> s0 alone", running)
 	}
 	g.leave(1, []int{0})
+	g.leave(6, []int{0})
 }
