@@ -25,6 +25,19 @@ import (
 
 var modelOps = flag.Int("model.ops", 2000, "operations per seed of the resharding reference-model tests")
 
+// longRuns is set by SHARDEDCACHE_LONG=1: the exhaustive tests then run
+// every seed (scaled), keeping the README's test command within about ten
+// minutes on 2 cores otherwise.
+var longRuns = os.Getenv("SHARDEDCACHE_LONG") == "1"
+
+// scaled returns full under SHARDEDCACHE_LONG=1, else short.
+func scaled(short, full int) int {
+	if longRuns {
+		return full
+	}
+	return short
+}
+
 // modelSeeds returns the seeds of the reference-model tests: -seed, else
 // $RESHARD_SEED, else 1, 2 and the clock's (clockSeed).
 func modelSeeds(t *testing.T) []int64 {

@@ -320,11 +320,12 @@ func (w *cutWorld) resumeToEnd(t *testing.T, opt shardedredis.MigrateOptions, cp
 
 // TestReshardCutEverywhere cuts the first run at the nth SCAN, DUMP,
 // RESTORE, DEL or UNLINK, before it is sent or after its reply, for many n
-// and seeds, and resumes it to the end.
+// and seeds (1 and 2; 1 to 3 under SHARDEDCACHE_LONG=1), and resumes it to
+// the end.
 func TestReshardCutEverywhere(t *testing.T) {
 	names := []string{"scan", "dump", "restore", "del", "unlink"}
 	cases := 0
-	for seed := int64(1); seed <= 3; seed++ {
+	for seed := int64(1); seed <= int64(scaled(2, 3)); seed++ {
 		for _, name := range names {
 			for _, nth := range []int32{1, 2, 3, 5, 8, 13, 21} {
 				for _, after := range []bool{false, true} {
@@ -402,10 +403,10 @@ func cutOnce(t *testing.T, seed int64, variant int, name string, nth int32, afte
 // TestReshardCutLast cuts the first run at the last few SCANs, DUMPs,
 // RESTOREs and DELs it sends (counted on a full run of the same fixture
 // first), one source after the other: a cut in the last batch of the last
-// page of the last source.
+// page of the last source. Seeds 1 and 2 (1 to 3 under SHARDEDCACHE_LONG=1).
 func TestReshardCutLast(t *testing.T) {
 	cases := 0
-	for seed := int64(1); seed <= 3; seed++ {
+	for seed := int64(1); seed <= int64(scaled(2, 3)); seed++ {
 		for variant := range 3 {
 			for _, name := range []string{"scan", "dump", "restore", "del", "unlink"} {
 				// Count the commands of a full run.

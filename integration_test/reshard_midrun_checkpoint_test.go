@@ -22,8 +22,10 @@ import (
 	shardedredis "github.com/shardedcache/shardedcache/redis"
 )
 
+// TestReshardResumeFromMidRunCheckpoints runs midRunResume for 16 seeds
+// (40 under SHARDEDCACHE_LONG=1).
 func TestReshardResumeFromMidRunCheckpoints(t *testing.T) {
-	for seed := int64(1); seed <= 40; seed++ {
+	for seed := int64(1); seed <= int64(scaled(16, 40)); seed++ {
 		t.Run(fmt.Sprintf("seed%d", seed), func(t *testing.T) { midRunResume(t, seed) })
 	}
 	t.Logf("SCAN returned %d keys twice in one run, over every seed", totalDups.Load())
