@@ -2,8 +2,12 @@ package integration_test
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
 	"slices"
 	"strconv"
 	"strings"
@@ -14,6 +18,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	shardedredis "github.com/shardedcache/shardedcache/redis"
+	"github.com/shardedcache/shardedcache/shardedclient"
 )
 
 // TestMigrationServerSide runs a ServerSide migration (MIGRATE between the
@@ -241,26 +246,34 @@ func serverSideOptions(l []serverSideShard) []shardedredis.ShardOptions {
 	return out
 }
 
-// runServerSide writes n keys (value of the given size, one-hour TTL)
-// through a client over old, reshards it to new with a ServerSide
-// migration run until it has no failure (at most three runs), and checks
-// that the runs' counts add up to every moving key moved, nothing else, and
-// that each key is on its new owner alone with its value (a failed key, on
-// its old owner alone). It returns the first run's progress, summed.
-func runServerSide(t *testing.T, old, new []serverSideShard, n, size int, opt shardedredis.MigrateOptions) shardedredis.ShardProgress {
+// runServerSide writes n keys (random values of the given size, which
+// DUMP cannot compress; one-hour TTL) through a client over old (with
+// health h), reshards it to new with a ServerSide
+// migration, and checks that it succeeds with every moving key counted
+// moved, nothing else, and that each key is then on its new owner alone
+// with its value.
+func runServerSide(t *testing.T, old, new []serverSideShard, n, size int, h shardedredis.Health, opt shardedredis.MigrateOptions) {
 	t.Helper()
-	c, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: serverSideOptions(old)})
+	c, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: serverSideOptions(old), Health: h})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
 	next := placementOf(t, serverSideOptions(new))
 	ownerOf := func(l []serverSideShard, i int) string { return l[i].so.Addr + "/" + strconv.Itoa(l[i].so.Options.DB) }
-	value := func(i int) string { return strings.Repeat("x", size) + strconv.Itoa(i) }
+	value := func(i int) string {
+		b := make([]byte, size)
+		for j := 0; j < size; j += 8 {
+			binary.LittleEndian.PutUint64(b[j:], rand.Uint64())
+		}
+		return string(b)
+	}
+	values := make([]string, n)
 	var moving int64
 	for i := range n {
 		k := "ss:" + strconv.Itoa(i)
-		if err := c.Set(ctx, k, value(i), time.Hour).Err(); err != nil {
+		values[i] = value(i)
+		if err := c.Set(ctx, k, values[i], time.Hour).Err(); err != nil {
 			t.Fatal(err)
 		}
 		if ownerOf(old, c.GetShardInfo(k).Index) != ownerOf(new, next.GetShardInfo(k).Index) {
@@ -270,39 +283,20 @@ func runServerSide(t *testing.T, old, new []serverSideShard, n, size int, opt sh
 	if err := c.BeginResharding(serverSideOptions(new)); err != nil {
 		t.Fatal(err)
 	}
-	opt.ServerSide, opt.KeepWindow = true, true
-	var first, total shardedredis.ShardProgress
-	for run := 1; ; run++ {
-		m, err := c.NewMigration(opt)
-		if err != nil {
-			t.Fatal(err)
-		}
-		runErr := m.Run(ctx)
-		var sum shardedredis.ShardProgress
-		for _, p := range m.Progress() {
-			sum.Moved, sum.OnNewOwner, sum.Gone, sum.Failed = sum.Moved+p.Moved, sum.OnNewOwner+p.OnNewOwner, sum.Gone+p.Gone, sum.Failed+p.Failed
-		}
-		if run == 1 {
-			first = sum
-		}
-		total.Moved, total.OnNewOwner, total.Gone = total.Moved+sum.Moved, total.OnNewOwner+sum.OnNewOwner, total.Gone+sum.Gone
-		var merr *shardedredis.MigrationError
-		switch {
-		case runErr == nil:
-		case !errors.As(runErr, &merr) || run == 3:
-			t.Fatalf("run %d: %v", run, runErr)
-		default:
-			for _, ke := range merr.Keys { // failed: on its old owner still
-				if err := old[c.GetShardInfo(ke.Key).Index].direct.Get(ctx, ke.Key).Err(); err != nil {
-					t.Errorf("run %d: failed key %s (%v) is not on its old owner: %v", run, ke.Key, ke.Err, err)
-				}
-			}
-			continue
-		}
-		break
+	opt.ServerSide = true
+	m, err := c.NewMigration(opt)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if total.Moved != moving || total.OnNewOwner != 0 || total.Gone != 0 {
-		t.Errorf("runs moved %d, onNewOwner %d, gone %d; want %d moved, no other", total.Moved, total.OnNewOwner, total.Gone, moving)
+	if err := m.Run(ctx); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	var sum shardedredis.ShardProgress
+	for _, p := range m.Progress() {
+		sum.Moved, sum.OnNewOwner, sum.Gone, sum.Failed = sum.Moved+p.Moved, sum.OnNewOwner+p.OnNewOwner, sum.Gone+p.Gone, sum.Failed+p.Failed
+	}
+	if sum.Moved != moving || sum.OnNewOwner != 0 || sum.Gone != 0 || sum.Failed != 0 {
+		t.Errorf("moved %d, onNewOwner %d, gone %d, failed %d; want %d moved, no other", sum.Moved, sum.OnNewOwner, sum.Gone, sum.Failed, moving)
 	}
 	for i := range n {
 		k := "ss:" + strconv.Itoa(i)
@@ -310,17 +304,16 @@ func runServerSide(t *testing.T, old, new []serverSideShard, n, size int, opt sh
 		for j, sh := range append(slices.Clone(old), new...) {
 			v, err := sh.direct.Get(ctx, k).Result()
 			switch mine := ownerOf(append(slices.Clone(old), new...), j) == owner; {
-			case mine && (err != nil || v != value(i)):
+			case mine && (err != nil || v != values[i]):
 				t.Fatalf("%s on its owner %s: %d bytes, %v", k, owner, len(v), err)
 			case !mine && err != goredis.Nil:
 				t.Fatalf("%s left on %s: %d bytes, %v", k, ownerOf(append(slices.Clone(old), new...), j), len(v), err)
 			}
 		}
 	}
-	if err := c.EndResharding(); err != nil {
-		t.Fatal(err)
+	if c.Window() != nil {
+		t.Fatal("the window is still open after the migration")
 	}
-	return first
 }
 
 // TestMigrationServerSideSharedServers: shards that are DBs of the same
@@ -349,9 +342,7 @@ func TestMigrationServerSideSharedServers(t *testing.T) {
 			[]serverSideShard{on("a", 1, 5), on("b", 2, 5), on("c", 0, 5)}, shardedredis.MigrateOptions{BatchSize: 200, Parallelism: 3}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if p := runServerSide(t, tc.old, tc.new, 3000, 8, tc.opt); p.Failed != 0 {
-				t.Errorf("run 1 failed %d keys", p.Failed)
-			}
+			runServerSide(t, tc.old, tc.new, 3000, 8, shardedredis.Health{}, tc.opt)
 		})
 	}
 }
@@ -359,12 +350,89 @@ func TestMigrationServerSideSharedServers(t *testing.T) {
 // TestMigrationServerSideLostReply: 1 MB values and shard clients that
 // give up reading after 200 ms: a transaction's reply is lost while the
 // servers still move the keys. The batch is settled once the old owner
-// answers again: no key is counted failed while it has moved, and every
-// moving key is counted moved once over the runs.
+// answers again: every moving key counts moved, none failed.
 func TestMigrationServerSideLostReply(t *testing.T) {
 	bin := realRedisBin(t)
 	p0, p1 := startRedisProc(t, bin, ""), startRedisProc(t, bin, "")
 	o := goredis.Options{ReadTimeout: 200 * time.Millisecond}
 	a, b := newServerSideShard(t, "a", p0.addr, 0, o), newServerSideShard(t, "b", p1.addr, 0, o)
-	runServerSide(t, []serverSideShard{a}, []serverSideShard{a, b}, 200, 1<<20, shardedredis.MigrateOptions{BatchSize: 100, InFlight: 2})
+	runServerSide(t, []serverSideShard{a}, []serverSideShard{a, b}, 200, 1<<20, shardedredis.Health{}, shardedredis.MigrateOptions{BatchSize: 100, InFlight: 2})
+}
+
+// TestMigrationServerSideSlowLink: the new owner is reached over a link of
+// 2.5 MB/s (a proxy), so that one batch's MIGRATE of 1 MB values lasts
+// about 5 s, 25 times the shard clients' ReadTimeout and longer than
+// MIGRATE's timeout (which bounds each read and write, not the whole). Run
+// waits for the old owner to answer, and then every moving key counts
+// moved in the first run, none failed; the old owner, busy rather than
+// failing, is not ejected (EjectMode, FailureLimit 2).
+func TestMigrationServerSideSlowLink(t *testing.T) {
+	bin := realRedisBin(t)
+	p0, p1 := startRedisProc(t, bin, ""), startRedisProc(t, bin, "")
+	o := goredis.Options{ReadTimeout: 200 * time.Millisecond}
+	a, b := newServerSideShard(t, "a", p0.addr, 0, o), newServerSideShard(t, "b", throttled(t, p1.addr, 5<<19), 0, o)
+	var mu sync.Mutex
+	var ejected []string
+	h := shardedredis.Health{Mode: shardedclient.EjectMode, FailureLimit: 2, RetryTimeout: time.Minute,
+		OnEvent: func(e shardedclient.Event) {
+			if e.Kind == shardedclient.EventEjected {
+				mu.Lock()
+				ejected = append(ejected, e.Addr)
+				mu.Unlock()
+			}
+		}}
+	runServerSide(t, []serverSideShard{a}, []serverSideShard{a, b}, 30, 1<<20, h, shardedredis.MigrateOptions{BatchSize: 100, InFlight: 1})
+	mu.Lock()
+	defer mu.Unlock()
+	if len(ejected) != 0 {
+		t.Errorf("ejected %v; want none", ejected)
+	}
+}
+
+// throttled returns the address of a proxy to backend that forwards the
+// bytes sent to backend at rate bytes/s (replies at full speed); it stops
+// when t ends.
+func throttled(t *testing.T, backend string, rate int) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	t.Cleanup(func() {
+		ln.Close()
+		wg.Wait()
+	})
+	wg.Go(func() {
+		for {
+			in, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			out, err := net.Dial("tcp", backend)
+			if err != nil {
+				in.Close()
+				continue
+			}
+			context.AfterFunc(t.Context(), func() { in.Close(); out.Close() })
+			wg.Go(func() { _, _ = io.Copy(in, out); in.Close() })
+			wg.Go(func() {
+				buf := make([]byte, 16<<10)
+				for {
+					n, err := in.Read(buf)
+					if n > 0 {
+						if _, err := out.Write(buf[:n]); err != nil {
+							break
+						}
+						time.Sleep(time.Duration(n) * time.Second / time.Duration(rate))
+					}
+					if err != nil {
+						break
+					}
+				}
+				out.Close()
+			})
+		}
+	})
+	return ln.Addr().String()
 }

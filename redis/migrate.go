@@ -63,7 +63,9 @@ type MigrateOptions struct {
 	// nothing else meanwhile, waits on a new owner that stopped answering.
 	// MIGRATEs run at once unless two servers would wait on each other (see
 	// migrateGate). A batch whose reply is lost (big values against a
-	// short ReadTimeout) is settled once its old owner answers again. Keys
+	// short ReadTimeout, a slow link) is settled once its old owner answers
+	// again, however long its MIGRATE takes: Run waits while the old
+	// owner's PINGs time out, until ctx ends (see awaitAnswer). Keys
 	// moving between two DBs of one server, and keys that a command moves
 	// in the window, move through the client, as without ServerSide.
 	ServerSide bool

@@ -104,20 +104,22 @@ var ErrServerSide = errors.New("shardedcache: server-side migration refused")
 // owner, EXEC), in which the old owner sends its keys straight to their new
 // owners and deletes them (never REPLACE: the new owner's copy wins, see
 // BeginResharding; TTLs go with the keys). The EXISTS in the transaction
-// tell a key that was gone from one that moved (the server's clock stands
-// still inside EXEC: no key expires between the two). A MIGRATE that fails
+// tell a key that was gone from one that moved (a key whose TTL runs out
+// during the transaction may count as moved: MIGRATE reads the clock, the
+// EXISTS the transaction's start). A MIGRATE that fails
 // (the new owner had a key: BUSYKEY; or it failed part way) is settled as
 // moveBatch settles BUSYKEY: each of its keys still on the old owner is
 // deleted there if the new owner holds it, else fails. A transaction whose
 // reply is lost (a read timeout while the servers still move big values)
-// is settled so too, once the old owner answers again: it serves nothing
-// else while it runs MIGRATE, so it answers once the transaction is over;
-// a key no longer there counts as moved (one deleted meanwhile too). A key
+// is settled so too, once the old owner answers again (see awaitAnswer;
+// its health then counts an answer, not a failure); a key no longer there
+// counts as moved (one deleted meanwhile too). A key
 // whose old and new owners are two DBs of one server moves through the
 // client (moveBatch): MIGRATE to its own server would wait on itself. The
 // caller holds the keys' locks.
 //
-// Transactions run at once unless gate holds them back (see migrateGate).
+// Batches run at once unless gate holds them back (see migrateGate); a
+// batch holds it until its keys are settled.
 func migrateBatch(ctx context.Context, v *view, keys []shardedclient.MovingKey, gate *migrateGate) moveCounts {
 	var local []shardedclient.MovingKey
 	keys = slices.DeleteFunc(slices.Clone(keys), func(k shardedclient.MovingKey) bool {
@@ -164,21 +166,28 @@ func migrateBatch(ctx context.Context, v *view, keys []shardedclient.MovingKey, 
 		migs[p] = goredis.NewStatusCmd(ctx, args...)
 		txs[p.from] = append(txs[p.from], migs[p])
 	}
+	// The gate is held until the keys are settled: the old owners must
+	// not start another MIGRATE meanwhile.
+	gate.enter(tos)
+	defer gate.leave(tos)
 	for from, tx := range txs {
 		if len(tx) == 0 {
 			continue
 		}
 		pipe := v.Client(from).TxPipeline()
 		_ = pipe.BatchProcess(ctx, tx...)
-		gate.enter(from, tos[from])
-		if _, err := pipe.Exec(ctx); err != nil && !isReplyError(err) {
-			// The reply is lost, and the transaction may still run: wait
-			// until the old owner answers, so that the settling below sees
-			// where it left the keys.
-			awaitAnswer(ctx, v.Client(from), time.Duration(len(tos[from])+1)*migrateTimeout*time.Millisecond)
+		_, err := pipe.Exec(ctx)
+		// A lost reply: the transaction may still run. Wait until the old
+		// owner answers, so that the settling below sees where it left the
+		// keys; then it was busy, not failing, and its health hears so.
+		if err != nil && !isReplyError(err) && awaitAnswer(ctx, v.Client(from)) {
+			for _, cmd := range tx {
+				cmd.SetErr(v.Wrap(ctx, from, cmd.Err()))
+			}
+			v.Report(ctx, from, nil)
+		} else {
+			finishGroup(ctx, v, from, tx)
 		}
-		gate.leave(from, tos[from])
-		finishGroup(ctx, v, from, tx)
 	}
 	// Settle the keys of the failed MIGRATEs and lost transactions: where
 	// is each now?
@@ -243,16 +252,33 @@ func migrateBatch(ctx context.Context, v *view, keys []shardedclient.MovingKey, 
 	return counts
 }
 
-// awaitAnswer PINGs c until it answers, for at most limit (or until ctx
-// ends). A server answers nothing while it runs MIGRATE, so its answer
-// means that a transaction whose reply was lost is over.
-func awaitAnswer(ctx context.Context, c *goredis.Client, limit time.Duration) {
-	ctx, cancel := context.WithTimeout(ctx, limit)
-	defer cancel()
-	for c.Ping(ctx).Err() != nil {
+// awaitAnswer PINGs c until it answers, and reports whether it did. A
+// server answers nothing while it runs MIGRATE, however long the transfer
+// takes (MIGRATE's timeout bounds each of its reads and writes, not the
+// whole), so its answer means that a transaction whose reply was lost is
+// over (the gate lets one transaction run per server at a time; if the
+// server had not even read it when the client gave up, stalled longer
+// than ReadTimeout by something else, it may run after the answer: its
+// keys then count failed, though they move, and a rerun counts them gone).
+// It waits as long as the PINGs time out (the server is busy, or
+// stopped), and gives up when ctx ends or a PING fails otherwise (the
+// server is gone: refused, reset).
+func awaitAnswer(ctx context.Context, c *goredis.Client) bool {
+	for {
+		err := c.Ping(ctx).Err()
+		var ne net.Error
+		switch {
+		case err == nil:
+			return true
+		case ctx.Err() != nil:
+			return false
+		case errors.As(err, &ne) && ne.Timeout(), errors.Is(err, goredis.ErrPoolTimeout):
+		default:
+			return false
+		}
 		select {
 		case <-ctx.Done():
-			return
+			return false
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
@@ -265,8 +291,11 @@ func awaitAnswer(ctx context.Context, c *goredis.Client, limit time.Duration) {
 // another ran from B to A (or round any cycle of servers), each would wait
 // on the other until MIGRATE's timeout. enter holds a transaction back
 // while one of its new owners' servers reaches its old owner's over the
-// transactions running. Servers, not shards: two DBs of one server are
-// one.
+// transactions running, and while another transaction runs from its old
+// owner's server: that server would run them one after the other anyway,
+// and a transaction whose reply is lost must be the only one that server
+// still owes (see awaitAnswer). Servers, not shards: two DBs of one server
+// are one.
 type migrateGate struct {
 	server  []string // the server of each shard of the window's view
 	mu      sync.Mutex
@@ -295,30 +324,56 @@ func gateOf(servers []string) *migrateGate {
 	return g
 }
 
-// enter waits until a transaction from shard from to shards tos closes no
-// cycle of servers, and records it as running.
-func (g *migrateGate) enter(from int, tos []int) {
+// enter waits until the transactions of one batch, from each shard i to
+// the shards tos[i], may run: none of their old owners' servers sends
+// another, and none closes a cycle of servers. It records them as running.
+// (A batch's own transactions run one after the other.)
+func (g *migrateGate) enter(tos [][]int) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	for g.reaches(tos, from) {
+	for g.held(tos) {
 		g.cond.Wait()
 	}
-	for _, to := range tos {
-		g.running[[2]string{g.server[from], g.server[to]}]++
+	for from, ts := range tos {
+		for _, to := range ts {
+			g.running[[2]string{g.server[from], g.server[to]}]++
+		}
 	}
 }
 
-// leave records the end of a transaction that enter let run.
-func (g *migrateGate) leave(from int, tos []int) {
+// held reports whether the transactions tos must wait (see enter).
+func (g *migrateGate) held(tos [][]int) bool {
+	for from, ts := range tos {
+		if len(ts) > 0 && (g.sending(from) || g.reaches(ts, from)) {
+			return true
+		}
+	}
+	return false
+}
+
+// leave records the end of the transactions that enter let run.
+func (g *migrateGate) leave(tos [][]int) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	for _, to := range tos {
-		e := [2]string{g.server[from], g.server[to]}
-		if g.running[e]--; g.running[e] == 0 {
-			delete(g.running, e)
+	for from, ts := range tos {
+		for _, to := range ts {
+			e := [2]string{g.server[from], g.server[to]}
+			if g.running[e]--; g.running[e] == 0 {
+				delete(g.running, e)
+			}
 		}
 	}
 	g.cond.Broadcast()
+}
+
+// sending reports whether a transaction runs from shard from's server.
+func (g *migrateGate) sending(from int) bool {
+	for e := range g.running {
+		if e[0] == g.server[from] {
+			return true
+		}
+	}
+	return false
 }
 
 // reaches reports whether shard target's server is one of starts' or is

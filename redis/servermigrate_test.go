@@ -96,14 +96,20 @@ func TestNewMigrationServerSideRefused(t *testing.T) {
 }
 
 // TestMigrateGate: transactions run at once unless one would close a cycle
-// of servers waiting on each other; it then waits until the cycle is gone.
-// Shard 6 is a second DB of shard 1's server.
+// of servers waiting on each other, or another runs from its old owner's
+// server; it then waits until neither holds. Shard 6 is a second DB of
+// shard 1's server.
 func TestMigrateGate(t *testing.T) {
 	g := gateOf([]string{"s0", "s1", "s2", "s3", "s4", "s5", "s1"})
-	entered := func(from int, tos ...int) chan struct{} {
+	batch := func(from int, to ...int) [][]int {
+		tos := make([][]int, 7)
+		tos[from] = to
+		return tos
+	}
+	entered := func(from int, to ...int) chan struct{} {
 		done := make(chan struct{})
 		go func() {
-			g.enter(from, tos)
+			g.enter(batch(from, to...))
 			close(done)
 		}()
 		return done
@@ -120,34 +126,35 @@ func TestMigrateGate(t *testing.T) {
 		t.Helper()
 		select {
 		case <-done:
-			t.Fatalf("%s: let run, closing a cycle", what)
+			t.Fatalf("%s: let run", what)
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
 	wait("0 -> 1", entered(0, 1))
-	wait("0 -> 1 again", entered(0, 1))
+	second := entered(0, 2)
+	held("0 -> 2 while 0 -> 1 runs (one per old owner's server)", second)
 	wait("1 -> 2", entered(1, 2))
 	wait("3 -> 1 (waits on 1, no cycle)", entered(3, 1))
-	back := entered(2, 4, 0) // 2 -> 0 -> 1 -> 2
-	held("2 -> 0", back)
-	g.leave(1, []int{2})
+	back := entered(2, 4, 0)
+	held("2 -> 0 (closes 2 -> 0 -> 1 -> 2)", back)
+	g.leave(batch(1, 2))
 	wait("2 -> 0 once 1 -> 2 ended", back)
-	oneZero := entered(1, 0)
-	held("1 -> 0 while 0 -> 1 runs", oneZero)
-	g.leave(0, []int{1})
-	sixZero := entered(6, 0)
-	held("6 -> 0 while 0 -> 1 runs (6 is on 1's server)", sixZero)
-	g.leave(0, []int{1})
-	g.leave(3, []int{1})
-	g.leave(2, []int{4, 0})
-	wait("1 -> 0 once 0 -> 1 ended", oneZero)
-	wait("6 -> 0 once 0 -> 1 ended", sixZero)
+	g.leave(batch(0, 1))
+	held("0 -> 2 while 2 -> 0 runs (a cycle)", second)
+	wait("6 -> 0 (s1 sends nothing, no cycle)", entered(6, 0))
+	oneFive := entered(1, 5)
+	held("1 -> 5 while 6 -> 0 runs (6 is on 1's server)", oneFive)
+	g.leave(batch(2, 4, 0))
+	wait("0 -> 2 once 2 -> 0 ended", second)
+	g.leave(batch(6, 0))
+	wait("1 -> 5 once 6 -> 0 ended", oneFive)
 	g.mu.Lock()
 	running := len(g.running)
 	g.mu.Unlock()
-	if running != 1 {
-		t.Errorf("%d pairs of servers running, want s1 -> s0 alone", running)
+	if running != 3 {
+		t.Errorf("%d pairs of servers running, want s0 -> s2, s3 -> s1, s1 -> s5", running)
 	}
-	g.leave(1, []int{0})
-	g.leave(6, []int{0})
+	g.leave(batch(0, 2))
+	g.leave(batch(3, 1))
+	g.leave(batch(1, 5))
 }
