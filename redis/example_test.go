@@ -169,3 +169,39 @@ func ExampleCrossShardError() {
 	// with key tags: shards 1 1
 	// renamed: ada
 }
+
+// Adding a shard to three real redis-servers and moving the keys it takes
+// over with MIGRATE, server to server (MigrateOptions.ServerSide). The
+// servers must reach each other at these addresses; miniredis has no
+// MIGRATE, so this example is compiled, not run.
+func ExampleMigrateOptions_serverSide() {
+	ctx := context.Background()
+	shards := []shardedredis.ShardOptions{
+		{Name: "redis-a", Addr: "10.0.0.1:6379"},
+		{Name: "redis-b", Addr: "10.0.0.2:6379"},
+		{Name: "redis-c", Addr: "10.0.0.3:6379"},
+	}
+	rdb, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: shards})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer rdb.Close()
+	if err := rdb.BeginResharding(append(shards, shardedredis.ShardOptions{Name: "redis-d", Addr: "10.0.0.4:6379"})); err != nil {
+		log.Fatal(err)
+	}
+	m, err := rdb.NewMigration(shardedredis.MigrateOptions{ServerSide: true})
+	if errors.Is(err, shardedredis.ErrServerSide) {
+		// A shard MIGRATE cannot reach (TLS, ...): the default path moves
+		// the keys through this client.
+		m, err = rdb.NewMigration(shardedredis.MigrateOptions{})
+	}
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := m.Run(ctx); err != nil {
+		log.Fatal(err) // a *MigrationError names the keys left; run again to retry them
+	}
+	for _, p := range m.Progress() {
+		fmt.Printf("%s: %d moved, %d kept\n", p.Shard, p.Moved, p.Owned)
+	}
+}
