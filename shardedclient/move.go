@@ -247,16 +247,18 @@ func (v *View[C]) Moved(key string) (from, to int, moved bool) {
 // and the owner now is the one every ejected shard back gives (AllLiveOwner).
 // An unsettled key's place depends on shards being ejected: moved or judged
 // by the live ring, it would end where it is not found once they rejoin.
+// In a window that remembers moves (RememberMoved), an ejected old owner
+// counts as holding nothing: it leaves a key settled, which moves as a
+// miss (see Track).
 func (v *View[C]) Settled(key string) (from, to int, ok bool) {
 	from, to, _ = v.Moved(key)
-	return from, to, v.liveSettled(key, to) && (v.prev == nil || !v.Ejected(from))
+	return from, to, v.settled(key, from, to)
 }
 
-// liveSettled reports whether to, key's live owner, is the owner it has
-// once every ejected shard is back.
-func (v *View[C]) liveSettled(key string, to int) bool {
+// settled is Settled's verdict for key, whose owners Moved found.
+func (v *View[C]) settled(key string, from, to int) bool {
 	back := v.rejoined()
-	return back == v.live || back.Locate(key) == to
+	return (back == v.live || back.Locate(key) == to) && (v.prev == nil || !v.Ejected(from) || v.window.remembers())
 }
 
 // AllLiveOwner returns the shard that owns key once every ejected shard is

@@ -57,9 +57,9 @@ func (p *Pending) Reset() {
 // Locate returns). A key that an ejected shard owns before or after the
 // move (not Settled) is not moved: it stays where it is, as an ejected
 // shard's keys do, and the command uses the live shard standing in; moved
-// there, it would be lost once the ejected shard rejoins. In a window that
-// remembers moves (RememberMoved), a key whose only ejected owner is its
-// old one is reported moving all the same (From is then ejected).
+// there, it would be lost once the ejected shard rejoins. (In a window that
+// remembers moves, a key whose only ejected owner is its old one is
+// settled: it is reported moving, From ejected.)
 func (v *View[C]) Track(p *Pending, key string) int {
 	for _, g := range v.gates {
 		if g.changes(key) && !slices.Contains(p.gates, (<-chan struct{})(g.done)) {
@@ -70,7 +70,7 @@ func (v *View[C]) Track(p *Pending, key string) int {
 		return v.live.Locate(key)
 	}
 	from, to, moved := v.Moved(key)
-	if moved && !v.window.Remembered(key) && v.liveSettled(key, to) && (!v.Ejected(from) || v.window.remembers()) {
+	if moved && !v.window.Remembered(key) && v.settled(key, from, to) {
 		p.moving = append(p.moving, MovingKey{Key: key, From: from, To: to})
 	}
 	return to
