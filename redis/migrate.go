@@ -46,7 +46,7 @@ type MigrateOptions struct {
 	// without COPY or REPLACE): the old owner sends the keys, with their
 	// TTLs, straight to the new owner and deletes them, in one transaction
 	// per batch that also tells a key gone from one moved (see
-	// migrateBatch). The keys then cross the network once rather than
+	// serverSide.move). The keys then cross the network once rather than
 	// twice, and this client sends an EXISTS per key and one MIGRATE per
 	// new owner rather than four commands per key (DUMP, PTTL, RESTORE, and
 	// the key in a DEL); the servers do the same work (figures in the
@@ -62,7 +62,7 @@ type MigrateOptions struct {
 	// MIGRATE's timeout is 2 s: the longest an old owner, which serves
 	// nothing else meanwhile, waits on a new owner that stopped answering.
 	// MIGRATEs run at once unless two servers would wait on each other (see
-	// migrateGate). A batch whose reply is lost (big values against a
+	// serverSide.enter). A batch whose reply is lost (big values against a
 	// short ReadTimeout, a slow link) is settled once its old owner answers
 	// again, however long its MIGRATE takes: Run waits while the old
 	// owner's PINGs time out, until ctx ends (see awaitAnswer). Keys
@@ -127,7 +127,7 @@ type Migration struct {
 	chunk    int // keys moved per batch: BatchSize, at most a second's worth
 	progress []*shardProgress
 	running  chan struct{} // one slot, held by Run: one run at a time
-	gate     *migrateGate  // ServerSide: MIGRATE transactions that may run at once
+	server   *serverSide   // ServerSide: the shards' MIGRATE targets and servers, the transactions' gate
 }
 
 type shardProgress struct {
@@ -170,8 +170,10 @@ func (c *ShardedClient) NewMigration(opt MigrateOptions) (*Migration, error) {
 	if opt.Resume != nil && opt.Resume.Window != w.ID {
 		return nil, fmt.Errorf("%w: it is window %q's, this is %q", ErrCheckpoint, opt.Resume.Window, w.ID)
 	}
+	var server *serverSide
 	if opt.ServerSide {
-		if err := checkServerSide(v); err != nil {
+		var err error
+		if server, err = newServerSide(v); err != nil {
 			return nil, err
 		}
 	}
@@ -184,10 +186,8 @@ func (c *ShardedClient) NewMigration(opt MigrateOptions) (*Migration, error) {
 	if opt.Parallelism <= 0 {
 		opt.Parallelism = 4
 	}
-	m := &Migration{c: c, opt: opt, window: w, limiter: rate.NewLimiter(rate.Inf, 0), chunk: opt.BatchSize, running: make(chan struct{}, 1)}
-	if opt.ServerSide {
-		m.gate = newMigrateGate(v)
-	}
+	m := &Migration{c: c, opt: opt, window: w, limiter: rate.NewLimiter(rate.Inf, 0), chunk: opt.BatchSize, running: make(chan struct{}, 1),
+		server: server}
 	if opt.KeysPerSecond > 0 {
 		// A burst of at most a second's worth of keys, and batches no
 		// larger than the burst.
@@ -485,8 +485,8 @@ func (m *Migration) moveFrom(ctx context.Context, v *view, p *shardProgress, key
 		// command since the SCAN: gone from here.
 		c.gone = c.leaving - len(unsettled) - len(pending.Moving())
 		err := v.Prepare(ctx, &pending, func(ctx context.Context, v *view, keys []shardedclient.MovingKey) error {
-			if m.opt.ServerSide {
-				c.moves = migrateBatch(ctx, v, keys, m.gate)
+			if m.server != nil {
+				c.moves = m.server.move(ctx, v, keys)
 			} else {
 				c.moves = moveBatch(ctx, v, keys)
 			}

@@ -59,17 +59,35 @@ func migrateTarget(v *view, i int) ([]any, error) {
 	return nil, fmt.Errorf("%w: ServerSide: MIGRATE cannot reach %s: %s", ErrServerSide, v.Label(i), why)
 }
 
-// checkServerSide refuses, with an error matching ErrServerSide that names
-// the shard, a migration of v's window with MIGRATE when a new owner cannot
-// be reached by it (migrateTarget) or a live old owner does not list
-// MIGRATE in COMMAND INFO (miniredis, which would leave a transaction
-// holding it unanswered). An old owner that does not answer is left to the
-// run, which reports it as for any migration.
-func checkServerSide(v *view) error {
+// serverSide is what a ServerSide migration knows of its window's shards,
+// by identity (View.ID; the shard list cannot change in a window): the
+// MIGRATE arguments that reach each new owner, and each shard's server;
+// and the gate of its transactions (see enter).
+type serverSide struct {
+	target  map[string][]any  // shard identity -> migrateTarget's arguments (new owners)
+	server  map[string]string // shard identity -> its server
+	mu      sync.Mutex
+	cond    sync.Cond
+	running map[[2]string]int // (old owner's server, new owner's) -> transactions running
+}
+
+// newServerSide prepares a migration of v's window with MIGRATE. It
+// refuses, with an error matching ErrServerSide that names the shard, a new
+// owner that MIGRATE cannot reach (migrateTarget) and a live old owner that
+// does not list MIGRATE in COMMAND INFO (miniredis, which would leave a
+// transaction holding it unanswered); an old owner that does not answer is
+// left to the run, which reports it as for any migration. A shard's server
+// is its address without the DB, the host resolved when it resolves (a
+// Sentinel group: its name).
+func newServerSide(v *view) (*serverSide, error) {
+	s := newGate()
+	s.target = map[string][]any{}
 	for i := range v.FullRing().Len() { // the new list's shards
-		if _, err := migrateTarget(v, i); err != nil {
-			return err
+		args, err := migrateTarget(v, i)
+		if err != nil {
+			return nil, err
 		}
+		s.target[v.ID(i)] = args
 	}
 	for i := range v.Previous().Len() {
 		src := v.PreviousIndex(i)
@@ -81,10 +99,24 @@ func checkServerSide(v *view) error {
 			continue
 		}
 		if len(info) != 1 || !hasName(info[0], "migrate") {
-			return fmt.Errorf("%w: %s does not list MIGRATE in COMMAND INFO", ErrServerSide, v.Label(src))
+			return nil, fmt.Errorf("%w: %s does not list MIGRATE in COMMAND INFO", ErrServerSide, v.Label(src))
 		}
 	}
-	return nil
+	for i := range v.Len() {
+		srv := server(v.Shard(i))
+		if tcp, err := net.ResolveTCPAddr("tcp", srv); err == nil {
+			srv = tcp.String()
+		}
+		s.server[v.ID(i)] = srv
+	}
+	return s, nil
+}
+
+// newGate returns a serverSide with its gate ready and no shard known.
+func newGate() *serverSide {
+	s := &serverSide{server: map[string]string{}, running: map[[2]string]int{}}
+	s.cond.L = &s.mu
+	return s
 }
 
 // hasName reports whether entry, one command of a COMMAND INFO reply, is
@@ -99,7 +131,7 @@ func hasName(entry any, name string) bool {
 // by MIGRATE; the error names the shard and the reason.
 var ErrServerSide = errors.New("shardedcache: server-side migration refused")
 
-// migrateBatch is moveBatch done by the servers: for each old owner, one
+// move is moveBatch done by the servers: for each old owner, one
 // transaction (MULTI, EXISTS of every key, one MIGRATE ... KEYS per new
 // owner, EXEC), in which the old owner sends its keys straight to their new
 // owners and deletes them (never REPLACE: the new owner's copy wins, see
@@ -118,12 +150,13 @@ var ErrServerSide = errors.New("shardedcache: server-side migration refused")
 // client (moveBatch): MIGRATE to its own server would wait on itself. The
 // caller holds the keys' locks.
 //
-// Batches run at once unless gate holds them back (see migrateGate); a
-// batch holds it until its keys are settled.
-func migrateBatch(ctx context.Context, v *view, keys []shardedclient.MovingKey, gate *migrateGate) moveCounts {
+// Batches run at once unless the gate holds them back (see enter); a batch
+// holds it until its keys are settled.
+func (s *serverSide) move(ctx context.Context, v *view, keys []shardedclient.MovingKey) moveCounts {
+	srv := func(i int) string { return s.server[v.ID(i)] }
 	var local []shardedclient.MovingKey
 	keys = slices.DeleteFunc(slices.Clone(keys), func(k shardedclient.MovingKey) bool {
-		if gate.server[k.From] == gate.server[k.To] {
+		if srv(k.From) == srv(k.To) {
 			local = append(local, k)
 			return true
 		}
@@ -153,23 +186,17 @@ func migrateBatch(ctx context.Context, v *view, keys []shardedclient.MovingKey, 
 		}
 		pairKeys[p] = append(pairKeys[p], k.Key)
 	}
-	tos := make([][]int, v.Len()) // by old owner, its new owners
+	var edges [][2]string // the servers each MIGRATE goes from and to
 	for _, p := range order {
-		tos[p.from] = append(tos[p.from], p.to)
-		args, err := migrateTarget(v, p.to)
-		if err != nil {
-			migs[p] = goredis.NewStatusCmd(ctx, "migrate")
-			migs[p].SetErr(err)
-			continue
-		}
-		args = append(append(append([]any{"migrate"}, args...), "keys"), pairKeys[p]...)
+		edges = append(edges, [2]string{srv(p.from), srv(p.to)})
+		args := append(append(append([]any{"migrate"}, s.target[v.ID(p.to)]...), "keys"), pairKeys[p]...)
 		migs[p] = goredis.NewStatusCmd(ctx, args...)
 		txs[p.from] = append(txs[p.from], migs[p])
 	}
 	// The gate is held until the keys are settled: the old owners must
 	// not start another MIGRATE meanwhile.
-	gate.enter(tos)
-	defer gate.leave(tos)
+	s.enter(edges)
+	defer s.leave(edges)
 	for from, tx := range txs {
 		if len(tx) == 0 {
 			continue
@@ -284,67 +311,33 @@ func awaitAnswer(ctx context.Context, c *goredis.Client) bool {
 	}
 }
 
-// migrateGate lets the MIGRATE transactions of a migration run at once
-// unless they could wait on each other for good. A server runs MIGRATE to
-// the end before it serves anything else, so a MIGRATE to a server that is
-// running one waits until that one ends; if it ran from A to B while
-// another ran from B to A (or round any cycle of servers), each would wait
-// on the other until MIGRATE's timeout. enter holds a transaction back
-// while one of its new owners' servers reaches its old owner's over the
-// transactions running, and while another transaction runs from its old
-// owner's server: that server would run them one after the other anyway,
-// and a transaction whose reply is lost must be the only one that server
-// still owes (see awaitAnswer). Servers, not shards: two DBs of one server
-// are one.
-type migrateGate struct {
-	server  []string // the server of each shard of the window's view
-	mu      sync.Mutex
-	cond    sync.Cond
-	running map[[2]string]int // (old owner's server, new owner's) -> transactions running
-}
-
-// newMigrateGate returns the gate of a migration over v's shards. A shard's
-// server is its address without the DB, the host resolved when it
-// resolves (a Sentinel group: its name).
-func newMigrateGate(v *view) *migrateGate {
-	servers := make([]string, v.Len())
-	for i := range servers {
-		servers[i] = server(v.Shard(i))
-		if tcp, err := net.ResolveTCPAddr("tcp", servers[i]); err == nil {
-			servers[i] = tcp.String()
-		}
+// enter waits until the MIGRATE transactions of one batch, each from
+// server edges[i][0] to edges[i][1], may run, and records them as running.
+// A server runs MIGRATE to the end before it serves anything else, so a
+// MIGRATE to a server that is running one waits until that one ends; if it
+// ran from A to B while another ran from B to A (or round any cycle of
+// servers), each would wait on the other until MIGRATE's timeout. So a
+// transaction waits while its new owner's server reaches its old owner's
+// over the transactions running, and while another transaction runs from
+// its old owner's server: that server would run them one after the other
+// anyway, and a transaction whose reply is lost must be the only one that
+// server still owes (see awaitAnswer). Servers, not shards: two DBs of one
+// server are one. (A batch's own transactions run one after the other.)
+func (s *serverSide) enter(edges [][2]string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for s.held(edges) {
+		s.cond.Wait()
 	}
-	return gateOf(servers)
-}
-
-// gateOf returns a gate over shards on the given servers, by shard index.
-func gateOf(servers []string) *migrateGate {
-	g := &migrateGate{server: servers, running: map[[2]string]int{}}
-	g.cond.L = &g.mu
-	return g
-}
-
-// enter waits until the transactions of one batch, from each shard i to
-// the shards tos[i], may run: none of their old owners' servers sends
-// another, and none closes a cycle of servers. It records them as running.
-// (A batch's own transactions run one after the other.)
-func (g *migrateGate) enter(tos [][]int) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	for g.held(tos) {
-		g.cond.Wait()
-	}
-	for from, ts := range tos {
-		for _, to := range ts {
-			g.running[[2]string{g.server[from], g.server[to]}]++
-		}
+	for _, e := range edges {
+		s.running[e]++
 	}
 }
 
-// held reports whether the transactions tos must wait (see enter).
-func (g *migrateGate) held(tos [][]int) bool {
-	for from, ts := range tos {
-		if len(ts) > 0 && (g.sending(from) || g.reaches(ts, from)) {
+// held reports whether the transactions edges must wait (see enter).
+func (s *serverSide) held(edges [][2]string) bool {
+	for _, e := range edges {
+		if s.sending(e[0]) || s.reaches(e[1], e[0]) {
 			return true
 		}
 	}
@@ -352,50 +345,44 @@ func (g *migrateGate) held(tos [][]int) bool {
 }
 
 // leave records the end of the transactions that enter let run.
-func (g *migrateGate) leave(tos [][]int) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	for from, ts := range tos {
-		for _, to := range ts {
-			e := [2]string{g.server[from], g.server[to]}
-			if g.running[e]--; g.running[e] == 0 {
-				delete(g.running, e)
-			}
+func (s *serverSide) leave(edges [][2]string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, e := range edges {
+		if s.running[e]--; s.running[e] == 0 {
+			delete(s.running, e)
 		}
 	}
-	g.cond.Broadcast()
+	s.cond.Broadcast()
 }
 
-// sending reports whether a transaction runs from shard from's server.
-func (g *migrateGate) sending(from int) bool {
-	for e := range g.running {
-		if e[0] == g.server[from] {
+// sending reports whether a transaction runs from server from.
+func (s *serverSide) sending(from string) bool {
+	for e := range s.running {
+		if e[0] == from {
 			return true
 		}
 	}
 	return false
 }
 
-// reaches reports whether shard target's server is one of starts' or is
-// reached from one of them over the running transactions.
-func (g *migrateGate) reaches(starts []int, target int) bool {
+// reaches reports whether server target is server start or is reached
+// from it over the running transactions.
+func (s *serverSide) reaches(start, target string) bool {
 	seen := map[string]bool{}
-	var todo []string
-	for _, s := range starts {
-		todo = append(todo, g.server[s])
-	}
+	todo := []string{start}
 	for len(todo) > 0 {
-		s := todo[len(todo)-1]
+		n := todo[len(todo)-1]
 		todo = todo[:len(todo)-1]
-		if s == g.server[target] {
+		if n == target {
 			return true
 		}
-		if seen[s] {
+		if seen[n] {
 			continue
 		}
-		seen[s] = true
-		for e := range g.running {
-			if e[0] == s {
+		seen[n] = true
+		for e := range s.running {
+			if e[0] == n {
 				todo = append(todo, e[1])
 			}
 		}

@@ -100,11 +100,14 @@ func TestNewMigrationServerSideRefused(t *testing.T) {
 // server; it then waits until neither holds. Shard 6 is a second DB of
 // shard 1's server.
 func TestMigrateGate(t *testing.T) {
-	g := gateOf([]string{"s0", "s1", "s2", "s3", "s4", "s5", "s1"})
-	batch := func(from int, to ...int) [][]int {
-		tos := make([][]int, 7)
-		tos[from] = to
-		return tos
+	g := newGate()
+	servers := []string{"s0", "s1", "s2", "s3", "s4", "s5", "s1"} // by shard
+	batch := func(from int, to ...int) [][2]string {
+		var edges [][2]string
+		for _, x := range to {
+			edges = append(edges, [2]string{servers[from], servers[x]})
+		}
+		return edges
 	}
 	entered := func(from int, to ...int) chan struct{} {
 		done := make(chan struct{})
