@@ -108,24 +108,11 @@ func BenchmarkDispatch(b *testing.B) {
 		split = append(split, mine)
 	}
 	floor := func() error {
-		errs := make([]error, len(split))
-		var wg sync.WaitGroup
-		for i := range split[:len(split)-1] {
-			wg.Add(1)
-			workers.Go(func() {
-				defer wg.Done()
-				errs[i] = sharded.Shards()[i].Client.MGet(ctx, split[i]...).Err()
-			})
-		}
-		last := len(split) - 1
-		errs[last] = sharded.Shards()[last].Client.MGet(ctx, split[last]...).Err()
-		wg.Wait()
-		return errors.Join(errs...)
+		return onWorkers(len(split), func(i int) error { return sharded.Shards()[i].Client.MGet(ctx, split[i]...).Err() })
 	}
 	// The pipeline's floor: the GETs queued straight into one pipeline per
 	// shard (split beforehand), the pipelines run as execGroups runs them.
 	pipeFloor := func() error {
-		errs := make([]error, len(split))
 		pipes := make([]goredis.Pipeliner, len(split))
 		for i, keys := range split {
 			pipes[i] = sharded.Shards()[i].Client.Pipeline()
@@ -133,18 +120,10 @@ func BenchmarkDispatch(b *testing.B) {
 				pipes[i].Get(ctx, k)
 			}
 		}
-		var wg sync.WaitGroup
-		for i := range split[:len(split)-1] {
-			wg.Add(1)
-			workers.Go(func() {
-				defer wg.Done()
-				_, errs[i] = pipes[i].Exec(ctx)
-			})
-		}
-		last := len(split) - 1
-		_, errs[last] = pipes[last].Exec(ctx)
-		wg.Wait()
-		return errors.Join(errs...)
+		return onWorkers(len(split), func(i int) error {
+			_, err := pipes[i].Exec(ctx)
+			return err
+		})
 	}
 	mget := func() error {
 		vals, err := sharded.MGet(ctx, keys...).Result()
@@ -175,4 +154,22 @@ func BenchmarkDispatch(b *testing.B) {
 			}
 		})
 	}
+}
+
+// onWorkers runs f(0) ... f(n-1) in parallel as execGroups runs groups: the
+// last on the caller, the others on kept workers. It returns their errors
+// joined.
+func onWorkers(n int, f func(i int) error) error {
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n - 1 {
+		wg.Add(1)
+		workers.Go(func() {
+			defer wg.Done()
+			errs[i] = f(i)
+		})
+	}
+	errs[n-1] = f(n - 1)
+	wg.Wait()
+	return errors.Join(errs...)
 }
