@@ -298,16 +298,17 @@ func runServerSide(t *testing.T, old, new []serverSideShard, n, size int, h shar
 	if sum.Moved != moving || sum.OnNewOwner != 0 || sum.Gone != 0 || sum.Failed != 0 {
 		t.Errorf("moved %d, onNewOwner %d, gone %d, failed %d; want %d moved, no other", sum.Moved, sum.OnNewOwner, sum.Gone, sum.Failed, moving)
 	}
+	all := append(slices.Clone(old), new...)
 	for i := range n {
 		k := "ss:" + strconv.Itoa(i)
 		owner := ownerOf(new, next.GetShardInfo(k).Index)
-		for j, sh := range append(slices.Clone(old), new...) {
+		for j, sh := range all {
 			v, err := sh.direct.Get(ctx, k).Result()
-			switch mine := ownerOf(append(slices.Clone(old), new...), j) == owner; {
+			switch mine := ownerOf(all, j) == owner; {
 			case mine && (err != nil || v != values[i]):
 				t.Fatalf("%s on its owner %s: %d bytes, %v", k, owner, len(v), err)
 			case !mine && err != goredis.Nil:
-				t.Fatalf("%s left on %s: %d bytes, %v", k, ownerOf(append(slices.Clone(old), new...), j), len(v), err)
+				t.Fatalf("%s left on %s: %d bytes, %v", k, ownerOf(all, j), len(v), err)
 			}
 		}
 	}
