@@ -24,9 +24,9 @@ type ReshardOptions struct {
 	// CopyExpiration is the expiration (memcached's exptime: seconds, or a
 	// Unix time; 0 means none) given to a value moved from an old owner
 	// that does not tell its items' remaining time to live: a server
-	// without meta commands (memcached before 1.6). Choose the longest TTL
-	// the application uses, or less. A value moved from memcached 1.6 or
-	// later keeps its own TTL.
+	// without meta commands in their final syntax (memcached before
+	// 1.6.10). Choose the longest TTL the application uses, or less. A value
+	// moved from memcached 1.6.10 or later keeps its own TTL.
 	CopyExpiration int32
 }
 
@@ -85,7 +85,7 @@ func (c *ShardedClient) PlanResharding(shards []ShardOptions) (ring.Diff, error)
 // The keys of one call that move between the same two shards move together,
 // over connections of the window's own to each shard's Addr (dialled with
 // the shard's DialContext and Timeout), the pairs in parallel. On memcached
-// 1.6 and later each step is one pipelined round trip per 256 keys: a meta
+// 1.6.10 and later each step is one pipelined round trip per 256 keys: a meta
 // get of the keys on the old owner, which reports each item's flags and
 // remaining time to live; a meta set of the hits on the new owner, with
 // their flags and that TTL; a delete of the new owner's copies of the

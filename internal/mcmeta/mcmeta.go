@@ -5,14 +5,22 @@
 // is not a general client: a Conn reads, stores and deletes batches of keys
 // on one connection to one server, and nothing else.
 //
-// On a server with memcached's meta commands (memcached 1.6 and later; Dial
-// asks with "mn", which such a server answers "MN"), a batch of up to
-// MaxBatch keys is one pipelined round trip:
+// On a server with memcached's meta commands in their final syntax
+// (memcached 1.6.10 and later: Dial asks with "mn", which such a server
+// answers "MN", then checks "version"), a batch of up to MaxBatch keys is
+// one pipelined round trip:
 //
-//	mg <key> v f t c k q     per key; a hit is answered "VA <size> f<flags> t<ttl> c<cas> k<key>"
+//	mg <key> v f t c O<i> q  per key, i its place in the batch; a hit is answered "VA <size> f<flags> t<ttl> c<cas> O<i>"
 //	mn                       ends the batch: "MN" (misses are not answered, q)
 //	ms <key> <size> F<flags> T<exptime> c   per item, answered in order "HD c<cas>"
 //	md <key>                 per key, answered in order "HD" or "NF"
+//
+// A hit is matched to its key by the opaque token O<i>, not by the key the
+// server returns (which it would encode in base64 for an item stored with a
+// binary key). memcached 1.6.0 to 1.6.9 answer "mn" too, but read "ms" with
+// its size in a flag, so that "ms <key> <size> ..." is refused before the
+// value is read and the value would run as commands; they, and servers whose
+// version Dial cannot read, get the classic commands.
 //
 // On a server without them (it answers "mn" with "ERROR": memcached before
 // 1.6, minimemcached), the classic text commands are used: "gets k1 k2 ..."
@@ -181,11 +189,39 @@ func Dial(ctx context.Context, dial DialFunc, addr net.Addr, timeout time.Durati
 		}
 		return nil
 	})
+	if err == nil && c.meta {
+		err = c.exchange(ctx, func() { c.w.WriteString("version\r\n") }, func() error {
+			line, err := c.line()
+			c.meta = err == nil && finalMeta(line)
+			return err
+		})
+	}
 	if err != nil {
 		nc.Close()
 		return nil, err
 	}
 	return c, nil
+}
+
+// finalMeta reports whether line, a server's answer to "version", names
+// memcached 1.6.10 or later, whose meta commands have the syntax this
+// package writes ("VERSION 1.6.18"; a suffix after the patch number is
+// ignored).
+func finalMeta(line string) bool {
+	v, ok := strings.CutPrefix(line, "VERSION ")
+	if !ok {
+		return false
+	}
+	var n [3]int
+	for i, part := range strings.SplitN(v, ".", 3) {
+		digits := len(part) - len(strings.TrimLeft(part, "0123456789"))
+		num, err := strconv.Atoi(part[:digits])
+		if err != nil {
+			return false
+		}
+		n[i] = num
+	}
+	return n[0] > 1 || n[0] == 1 && (n[1] > 6 || n[1] == 6 && n[2] >= 10)
 }
 
 // Meta reports whether the server has meta commands (and so tells TTLs).
@@ -209,10 +245,12 @@ func (c *Conn) Get(ctx context.Context, keys []string) ([]Item, error) {
 		chunk := keys[start:min(start+MaxBatch, len(keys))]
 		err := c.exchange(ctx, func() {
 			if c.meta {
-				for _, k := range chunk {
+				for i, k := range chunk {
 					c.w.WriteString("mg ")
 					c.w.WriteString(k)
-					c.w.WriteString(" v f t c k q\r\n")
+					c.w.WriteString(" v f t c q O")
+					c.w.WriteString(strconv.Itoa(i))
+					c.w.WriteString("\r\n")
 				}
 				c.w.WriteString("mn\r\n")
 				return
@@ -229,7 +267,7 @@ func (c *Conn) Get(ctx context.Context, keys []string) ([]Item, error) {
 				if err != nil || line == "MN" || line == "END" {
 					return err
 				}
-				it, err := c.item(line)
+				it, err := c.item(line, chunk)
 				if err != nil {
 					return err
 				}
@@ -243,9 +281,10 @@ func (c *Conn) Get(ctx context.Context, keys []string) ([]Item, error) {
 	return items, nil
 }
 
-// item reads the item whose header line is line: "VA <size> <flags>*" (mg)
-// or "VALUE <key> <flags> <size> <cas>" (gets).
-func (c *Conn) item(line string) (Item, error) {
+// item reads the item whose header line is line: "VA <size> <flags>*" (mg,
+// the key keys[i] for the opaque token O<i>) or "VALUE <key> <flags> <size>
+// <cas>" (gets).
+func (c *Conn) item(line string, keys []string) (Item, error) {
 	f := strings.Fields(line)
 	var it Item
 	var size int
@@ -259,8 +298,11 @@ func (c *Conn) item(line string) (Item, error) {
 			}
 			var n uint64
 			switch tok[0] {
-			case 'k':
-				it.Key = tok[1:]
+			case 'O':
+				var i int
+				if i, err = strconv.Atoi(tok[1:]); err == nil && i >= 0 && i < len(keys) {
+					it.Key = keys[i]
+				}
 			case 'f':
 				n, err = strconv.ParseUint(tok[1:], 10, 32)
 				it.Flags = uint32(n)

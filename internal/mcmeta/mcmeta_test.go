@@ -1,7 +1,12 @@
 package mcmeta
 
 import (
+	"bufio"
+	"context"
 	"errors"
+	"io"
+	"net"
+	"strings"
 	"testing"
 	"time"
 )
@@ -37,4 +42,70 @@ func TestServerErrorTooLarge(t *testing.T) {
 			t.Errorf("errors.Is(%q, ErrTooLarge) = %v, want %v", line, got, want)
 		}
 	}
+}
+
+// Dial uses the meta commands only on a server that answers "mn" and
+// reports memcached 1.6.10 or later: 1.6.0 to 1.6.9 answer "mn" too but
+// refuse "ms <key> <size> ..." before reading its value, which would then
+// run as commands. A version it cannot read gets the classic commands.
+func TestDialMetaNeedsFinalSyntax(t *testing.T) {
+	for _, c := range []struct {
+		mn, version string
+		meta        bool
+	}{
+		{"MN", "VERSION 1.6.18", true},
+		{"MN", "VERSION 1.6.10", true},
+		{"MN", "VERSION 1.7.0", true},
+		{"MN", "VERSION 2.0.1", true},
+		{"MN", "VERSION 1.6.10-rc1", true},
+		{"MN", "VERSION 1.6.9", false},
+		{"MN", "VERSION 1.6.0", false},
+		{"MN", "VERSION 1.5.22", false},
+		{"MN", "VERSION unknown", false},
+		{"MN", "ERROR", false},
+		{"ERROR", "", false},
+	} {
+		addr := scriptedServer(t, map[string]string{"mn": c.mn, "version": c.version})
+		conn, err := Dial(context.Background(), nil, addr, time.Second)
+		if err != nil {
+			t.Fatalf("%q, %q: %v", c.mn, c.version, err)
+		}
+		if conn.Meta() != c.meta {
+			t.Errorf("%q, %q: Meta() = %v, want %v", c.mn, c.version, conn.Meta(), c.meta)
+		}
+		conn.Close()
+	}
+}
+
+// scriptedServer listens on 127.0.0.1 and answers each request line found
+// in replies with its reply line; it stops with the test.
+func scriptedServer(t *testing.T, replies map[string]string) net.Addr {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			nc, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer nc.Close()
+				r := bufio.NewReader(nc)
+				for {
+					line, err := r.ReadString('\n')
+					if err != nil {
+						return
+					}
+					if _, err := io.WriteString(nc, replies[strings.TrimSpace(line)]+"\r\n"); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return ln.Addr()
 }
