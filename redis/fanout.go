@@ -139,11 +139,12 @@ var liveReads = map[string]bool{
 }
 
 // serverWide reports whether the keyless command info acts on the whole
-// server, not on the shard's DB.
+// server, not on the shard's DB (pub/sub ignores the DB: PUBSUB CHANNELS
+// over two DBs of one server would list each channel twice).
 func serverWide(info *commands.Info) bool {
 	container, _, _ := strings.Cut(info.Name, "|")
 	switch container {
-	case "flushall", "function", "script", "config", "acl", "slowlog", "latency", "memory":
+	case "flushall", "function", "script", "config", "acl", "slowlog", "latency", "memory", "pubsub":
 		return true
 	}
 	return false

@@ -473,8 +473,10 @@ func (f *fanIn) place(subs []*subscription) {
 }
 
 // targets returns the connections to the shards of v that PUBLISH reaches
-// s on: the live shard that owns a channel, every live shard for a pattern;
-// none once unsubscribed.
+// s on: the live shard that owns a channel, every live shard for a pattern,
+// but one per server (pub/sub ignores the DB: two DBs of one server
+// subscribed twice would deliver each message twice); none once
+// unsubscribed.
 func (f *fanIn) targets(v *view, s *subscription) []*shardConn {
 	switch {
 	case !s.wanted:
@@ -483,8 +485,10 @@ func (f *fanIn) targets(v *view, s *subscription) []*shardConn {
 		return []*shardConn{f.connect(v, v.Locate(s.name), s.key)}
 	}
 	var out []*shardConn
+	servers := make(map[string]bool, v.Len())
 	for i := range v.Len() {
-		if !v.Ejected(i) {
+		if o := v.Client(i).Options(); !v.Ejected(i) && !servers[o.Network+" "+o.Addr] {
+			servers[o.Network+" "+o.Addr] = true
 			out = append(out, f.connect(v, i, s.key))
 		}
 	}
