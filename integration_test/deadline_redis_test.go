@@ -355,3 +355,58 @@ func TestRealRedisProbeFindsKilledShardInOneProbe(t *testing.T) {
 		t.Fatalf("killed shard stats %+v", st)
 	}
 }
+
+// pauseServer makes the redis-server at addr serve no client for d
+// (CLIENT PAUSE d ALL).
+func pauseServer(t *testing.T, addr string, d time.Duration) {
+	t.Helper()
+	direct := goredis.NewClient(&goredis.Options{Addr: addr, MaxRetries: -1})
+	defer direct.Close()
+	if err := direct.Do(ctx, "client", "pause", d.Milliseconds(), "all").Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Close closes the shards' connections under the calls in flight: such a
+// call fails with an error matching redis.ErrClosed, naming its shard, and
+// the failure is the caller's (it closed the client), not the shard's:
+// with FailureLimit 1 nothing is counted, ejected or reported as a failure.
+func TestRealRedisCloseDuringCommandIsNotShardFailure(t *testing.T) {
+	bin := realRedisBin(t)
+	procs := []*redisProc{startRedisProc(t, bin, ""), startRedisProc(t, bin, "")}
+	var failures atomic.Int64
+	h := shardedredis.Health{Mode: shardedclient.EjectMode, FailureLimit: 1, RetryTimeout: time.Hour,
+		OnEvent: func(e shardedclient.Event) {
+			if e.Kind == shardedclient.EventFailure || e.Kind == shardedclient.EventEjected {
+				failures.Add(1)
+			}
+		}}
+	opts := make([]shardedredis.ShardOptions, len(procs))
+	for i, p := range procs {
+		opts[i] = shardedredis.ShardOptions{Addr: p.addr, Options: &goredis.Options{ReadTimeout: 3 * time.Second}}
+	}
+	c, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: opts, Health: h})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := byOwner(c, keys(100))[1][0]
+	if err := c.Set(ctx, key, "v", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	pauseServer(t, procs[1].addr, time.Second)
+	done := make(chan error, 1)
+	go func() { done <- c.Get(ctx, key).Err() }()
+	time.Sleep(200 * time.Millisecond) // the GET waits on the paused shard
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	err = <-done
+	wantShardError(t, "GET cut short by Close", err, 1, procs[1].addr)
+	if !errors.Is(err, goredis.ErrClosed) {
+		t.Errorf("GET cut short by Close: %v, want errors.Is(err, redis.ErrClosed)", err)
+	}
+	wantStats(t, "after Close", c.Stats(), 1, shardedclient.ShardStats{Requests: 2}) // the SET and the GET
+	if n := failures.Load(); n != 0 {
+		t.Errorf("%d failure or ejection events after Close, want 0", n)
+	}
+}

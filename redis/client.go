@@ -536,6 +536,7 @@ func newShardedClient(shards []Shard, h Health, p ring.Preset) (*ShardedClient, 
 	}
 	s.SetMover(moveKeys)
 	s.SetCloser(closeShardClient)
+	s.SetClosedErr(goredis.ErrClosed)
 	c := &ShardedClient{shards: s}
 	c.router = newRouter(func(context.Context, string, string) (net.Conn, error) { return nil, errRouterDial })
 	c.pubsub = newRouter(c.dialFanIn)

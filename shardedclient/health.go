@@ -242,7 +242,8 @@ func (v *View[C]) Finish(ctx context.Context, i int, err error) error {
 
 // judge returns the class of err, the error of a call made under ctx, for
 // the shard's health, and the caller's cause when the caller ended the call
-// (which makes a failure Local).
+// (which makes a failure Local): ctx's end, or Close, which closes the
+// shards' connections under the calls in flight (see SetClosedErr).
 func (v *View[C]) judge(ctx context.Context, err error) (Class, error) {
 	c := v.Classify(err)
 	if c != Failed {
@@ -250,6 +251,9 @@ func (v *View[C]) judge(ctx context.Context, err error) (Class, error) {
 	}
 	if ended := callerEnded(ctx, err); ended != nil {
 		return Local, ended
+	}
+	if s := v.parent; s.closing.Load() {
+		return Local, s.closedErr
 	}
 	return Failed, nil
 }

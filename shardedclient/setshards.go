@@ -6,7 +6,9 @@ import (
 	"strings"
 )
 
-// ErrClosed is returned by SetShards after Close.
+// ErrClosed is returned by SetShards after Close, and wrapped in the error
+// of a call that Close cut short (unless the backend set its own: see
+// SetClosedErr).
 var ErrClosed = errors.New("shardedclient: closed")
 
 // SetShards replaces the shard list at run time: add, remove, re-weight, or

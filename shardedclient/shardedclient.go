@@ -58,6 +58,8 @@ type Sharded[C comparable] struct {
 	health        Health[C]
 	mover         Mover[C]      // set by the backend (SetMover)
 	closer        func(C) error // set by the backend (SetCloser); nil: io.Closer
+	closedErr     error         // see SetClosedErr
+	closing       atomic.Bool   // Close has begun
 	rememberMoved bool          // see RememberMoved
 
 	watchMu  sync.Mutex
@@ -85,7 +87,7 @@ func NewWithHealth[C comparable](shards []Shard[C], h Health[C], p ring.Preset) 
 	if err := h.normalize(); err != nil {
 		return nil, err
 	}
-	s := &Sharded[C]{preset: p, health: h, stop: make(chan struct{})}
+	s := &Sharded[C]{preset: p, health: h, stop: make(chan struct{}), closedErr: ErrClosed}
 	v, err := s.newView(shards, nil)
 	if err != nil {
 		return nil, err
@@ -430,6 +432,7 @@ func (s *Sharded[C]) Close() error {
 		return nil
 	}
 	s.closed = true
+	s.closing.Store(true)
 	close(s.stop)
 	v := s.view.Load()
 	for _, h := range v.health {
@@ -447,6 +450,13 @@ func (s *Sharded[C]) Close() error {
 	}
 	return v.MultiErr("Close", all, errs)
 }
+
+// SetClosedErr sets the error that a call failing because Close closed its
+// shard's connection under it is given (besides its own, in a *ShardError):
+// the backend's own, such as go-redis's redis.ErrClosed; ErrClosed by
+// default. Such a failure is the caller's, not the shard's: it counts as a
+// request only. Call it once, before the first call.
+func (s *Sharded[C]) SetClosedErr(err error) { s.closedErr = err }
 
 // SetCloser sets how a shard's client is closed, when SetShards or a move
 // drops it and at Close, for a backend whose clients hold more than their
