@@ -410,3 +410,31 @@ func TestRealRedisCloseDuringCommandIsNotShardFailure(t *testing.T) {
 		t.Errorf("%d failure or ejection events after Close, want 0", n)
 	}
 }
+
+// Inside Watch, a command of fn's *redis.Tx is a command of the watched
+// shard like any other: one that the caller's deadline ends fails with a
+// *ShardError matching context.DeadlineExceeded (and so does Watch, which
+// returns fn's error), and counts as a request, not a failure.
+func TestRealRedisWatchTxCommandCallerDeadline(t *testing.T) {
+	procs, c := startDeadlineShards(t, 2, ejectAfterTwo)
+	key := byOwner(c, keys(100))[1][0]
+	if err := c.Set(ctx, key, "v", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	tight, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	var getErr error
+	err := c.Watch(tight, func(tx *goredis.Tx) error {
+		pauseServer(t, procs[1].addr, time.Second)
+		getErr = tx.Get(tight, key).Err()
+		return getErr
+	}, key)
+	wantCallerEnded(t, "the GET of Watch's Tx past the caller's deadline", getErr, 1, procs[1].addr, context.DeadlineExceeded)
+	if err != getErr {
+		t.Errorf("Watch returned %v, want fn's error %v", err, getErr)
+	}
+	// The SET, the GET and the UNWATCH that ends the Tx: requests, no
+	// failure. (Watch reports its WATCH with its own outcome, unless fn's
+	// error ends it, as here.)
+	wantStats(t, "after Watch", c.Stats(), 1, shardedclient.ShardStats{Requests: 3})
+}

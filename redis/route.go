@@ -48,12 +48,17 @@ type guard struct {
 
 func (g guard) DialHook(next goredis.DialHook) goredis.DialHook { return next }
 
+// ProcessHook and ProcessPipelineHook run what check accepts on the
+// watched shard, then report it as any command of the shard: to its health,
+// and with a failure that is not the server's answer named by a
+// *ShardError that matches the caller's cause when the caller ended it (see
+// finishGroup).
 func (g guard) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
 	return func(ctx context.Context, cmd goredis.Cmder) error {
 		if err := g.check(ctx, cmd); err != nil {
 			return err
 		}
-		return next(ctx, cmd)
+		return g.finish(ctx, next(ctx, cmd), cmd)
 	}
 }
 
@@ -64,8 +69,18 @@ func (g guard) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.Pro
 				return setErrs(cmds, err)
 			}
 		}
-		return next(ctx, cmds)
+		return g.finish(ctx, next(ctx, cmds), cmds...)
 	}
+}
+
+// finish reports cmds, run on the watched shard, whose run returned err,
+// and returns what the caller gets: the first command's error, else err.
+func (g guard) finish(ctx context.Context, err error, cmds ...goredis.Cmder) error {
+	finishGroup(ctx, g.v, g.shard, cmds)
+	if first := firstErr(cmds); first != nil || err == nil {
+		return first
+	}
+	return g.v.Wrap(ctx, g.shard, err)
 }
 
 // check accepts a keyless command of one server (MULTI, EXEC, UNWATCH,
