@@ -438,3 +438,60 @@ func TestRealRedisWatchTxCommandCallerDeadline(t *testing.T) {
 	// error ends it, as here.)
 	wantStats(t, "after Watch", c.Stats(), 1, shardedclient.ShardStats{Requests: 3})
 }
+
+// In a resharding window, the first command on a moving key moves it under
+// the key's lock. A second caller on that key waits for the lock no longer
+// than its own deadline: with the old owner paused for a second, under the
+// first caller's move, the second's 100 ms GET ends with its deadline
+// before the pause does, and nothing counts against any shard.
+func TestRealRedisKeyLockWaitEndsWithCallerDeadline(t *testing.T) {
+	bin := realRedisBin(t)
+	procs := make([]*redisProc, 3)
+	opts := make([]shardedredis.ShardOptions, 3)
+	for i := range procs {
+		procs[i] = startRedisProc(t, bin, "")
+		opts[i] = shardedredis.ShardOptions{Name: string(rune('a' + i)), Addr: procs[i].addr,
+			Options: &goredis.Options{ReadTimeout: 3 * time.Second}}
+	}
+	c, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: opts[:2], Health: ejectAfterTwo})
+	if err != nil {
+		t.Fatal(err)
+	}
+	closeAndSettle(t, c)
+	ks := keys(200)
+	before := map[string]int{}
+	for _, k := range ks {
+		before[k] = c.GetShardInfo(k).Index
+		if err := c.Set(ctx, k, "v", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.BeginResharding(opts); err != nil {
+		t.Fatal(err)
+	}
+	key := byOwner(c, ks)[2][0]
+	const pause = time.Second
+	pauseServer(t, procs[before[key]].addr, pause)
+	paused := time.Now()
+	first := make(chan error, 1)
+	go func() { first <- c.Get(ctx, key).Err() }() // moves key; its DUMP waits on the paused old owner
+	time.Sleep(100 * time.Millisecond)
+	tight, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	err = c.Get(tight, key).Err()
+	waited := time.Since(paused)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("second GET: %v, want errors.Is(err, context.DeadlineExceeded)", err)
+	}
+	if waited >= pause {
+		t.Errorf("second GET (100 ms deadline) returned %v after the pause began: it waited for the first caller's move", waited)
+	}
+	if err := <-first; err != nil {
+		t.Errorf("first GET, which moved the key: %v", err)
+	}
+	for i, st := range c.Stats() {
+		if st.Errors != 0 || st.Ejected {
+			t.Errorf("shard %d: %+v after callers' deadlines only", i, st)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package shardedclient
 
 import (
+	"context"
 	"slices"
 	"sync"
 )
@@ -22,11 +23,21 @@ type KeyLocks struct {
 
 // Lock locks keys (a key given twice counts once), in sorted order, so
 // that two callers never deadlock, and returns the function that unlocks
-// them.
-func (l *KeyLocks) Lock(keys ...string) (unlock func()) {
+// them. If ctx ends while it waits for a key another caller holds, it
+// unlocks the keys it has taken and returns ctx.Err(): a caller waits for
+// another's move no longer than its own deadline.
+func (l *KeyLocks) Lock(ctx context.Context, keys ...string) (unlock func(), err error) {
 	keys = slices.Compact(slices.Sorted(slices.Values(keys)))
 	done := make(chan struct{}) // one for every key of this call: they are unlocked together
-	for _, k := range keys {
+	release := func(taken []string) {
+		l.mu.Lock()
+		for _, k := range taken {
+			delete(l.held, k)
+		}
+		l.mu.Unlock()
+		close(done)
+	}
+	for n, k := range keys {
 		for {
 			l.mu.Lock()
 			if l.held == nil {
@@ -40,15 +51,13 @@ func (l *KeyLocks) Lock(keys ...string) (unlock func()) {
 			if !busy {
 				break
 			}
-			<-other
+			select {
+			case <-other:
+			case <-ctx.Done():
+				release(keys[:n])
+				return nil, ctx.Err()
+			}
 		}
 	}
-	return func() {
-		l.mu.Lock()
-		for _, k := range keys {
-			delete(l.held, k)
-		}
-		l.mu.Unlock()
-		close(done)
-	}
+	return func() { release(keys) }, nil
 }

@@ -106,7 +106,10 @@ func (v *View[C]) Prepare(ctx context.Context, p *Pending, move Mover[C]) error 
 	for i, k := range p.moving {
 		names[i] = k.Key
 	}
-	unlock := s.locks.Lock(names...)
+	unlock, err := s.locks.Lock(ctx, names...)
+	if err != nil {
+		return err
+	}
 	defer unlock()
 	return move(ctx, v, p.moving)
 }
