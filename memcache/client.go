@@ -246,18 +246,22 @@ func (c *ShardedClient) Stats() []shardedclient.ShardStats { return c.shards.Sta
 // GetShard returns the client of the shard that owns key, for calls on key
 // that the ShardedClient lacks. Inside a resharding window it first moves
 // key to its new owner, so that a write through the returned client is not
-// lost by the move; if that move fails, it returns the client of the old
-// owner, whose value stays the truth until the key moves. Use it for key
-// only, and only until the next BeginResharding.
+// lost by the move. For a malformed key, or when that move fails, it
+// returns a client that sends nothing: each of its calls fails with
+// memcache.ErrMalformedKey, or with the move's error (a *MoveError), as the
+// ShardedClient's own calls on key do; neither owner is safe to use until
+// the key has moved. Use it for key only, and only until the next
+// BeginResharding.
 func (c *ShardedClient) GetShard(key string) *memcache.Client {
 	if !legalKey(key) {
-		// Nothing to move (no call can store such a key), and the client
-		// refuses the key itself (memcache.ErrMalformedKey).
-		v := c.shards.Acquire()
-		defer v.Release()
-		return v.Client(v.Locate(key))
+		// A shard client of NewShardedClientFromClients may let it through
+		// (gomemcache's ServerList takes the empty key).
+		return memcache.NewFromSelector(refusing{memcache.ErrMalformedKey})
 	}
-	client, _ := c.shards.GetShard(context.Background(), key)
+	client, err := c.shards.GetShard(context.Background(), key)
+	if err != nil {
+		return memcache.NewFromSelector(refusing{err})
+	}
 	return client
 }
 

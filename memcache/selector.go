@@ -267,3 +267,10 @@ func (o oneServer) PickServer(key string) (net.Addr, error) {
 }
 
 func (o oneServer) Each(f func(net.Addr) error) error { return f(o.addr) }
+
+// refusing is the selector of a client that GetShard hands out when it may
+// not send: every call fails with err, before any connection.
+type refusing struct{ err error }
+
+func (r refusing) PickServer(string) (net.Addr, error) { return nil, r.err }
+func (r refusing) Each(func(net.Addr) error) error     { return r.err }

@@ -628,14 +628,42 @@ func newRouter(dial func(context.Context, string, string) (net.Conn, error)) *go
 // GetShard returns the client of the shard that owns key, for a command the
 // sharded client refuses. Inside a resharding window it first moves key to
 // its new owner, so that a write through the returned client cannot be
-// overwritten or lost by the move; if that move fails, it returns the client
-// of the old owner, which still holds the key's value (the truth until the
-// key moves). Use the client for key (and keys that share its key tag) only,
-// and only until the next BeginResharding.
+// overwritten or lost by the move. If that move fails, it returns a client
+// that sends nothing: every command, pipeline and subscription of it fails
+// with the move's error (a *MoveError), as the sharded client's own
+// commands on key do, since neither owner is safe to use until the key has
+// moved (a move whose reply was lost may have left a copy on the new owner
+// that would win over a write to the old one). Use the client for key (and
+// keys that share its key tag) only, and only until the next
+// BeginResharding.
 func (c *ShardedClient) GetShard(key string) *goredis.Client {
-	client, _ := c.shards.GetShard(context.Background(), key)
+	client, err := c.shards.GetShard(context.Background(), key)
+	if err != nil {
+		return refusingClient(err)
+	}
 	return client
 }
+
+// refusingClient returns a client that sends nothing: its Limiter refuses
+// every command, pipeline and transaction with err before any connection
+// is taken, and its dialer, which a subscription would use, fails with err.
+// It starts no goroutine and holds no connection, so it needs no Close.
+func refusingClient(err error) *goredis.Client {
+	return goredis.NewClient(&goredis.Options{
+		Addr:                     "shardedcache-refused:0",
+		Limiter:                  refuse{err},
+		Dialer:                   func(context.Context, string, string) (net.Conn, error) { return nil, err },
+		MaxRetries:               -1,
+		DisableIdentity:          true,
+		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
+	})
+}
+
+// refuse is the Limiter of refusingClient.
+type refuse struct{ err error }
+
+func (r refuse) Allow() error     { return r.err }
+func (refuse) ReportResult(error) {}
 
 // GetShardInfo returns the index, name and weight of the shard that owns key.
 func (c *ShardedClient) GetShardInfo(key string) shardedclient.Info {

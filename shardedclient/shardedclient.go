@@ -391,19 +391,18 @@ func (s *Sharded[C]) Locate(key string) int { return s.view.Load().Locate(key) }
 // GetShard returns the client of the live shard that owns key, for the
 // caller to use with key directly. During a move it first moves key to its
 // new owner (View.Prepare, under ctx), so that what the caller writes there
-// cannot be overwritten or lost by the move; if that fails, it returns the
-// client of the old owner, whose value stays the truth until the key moves,
-// with the error.
+// cannot be overwritten or lost by the move. If that fails it returns the
+// zero C and the error: neither owner is safe to hand out then, since a
+// move whose reply was lost may have left a copy on the new owner that wins
+// over a later write to the old one, and the new owner may lack the value.
 func (s *Sharded[C]) GetShard(ctx context.Context, key string) (C, error) {
 	v := s.Acquire()
 	defer v.Release()
 	var p Pending
 	i := v.Track(&p, key)
 	if err := v.Prepare(ctx, &p, nil); err != nil {
-		if len(p.moving) > 0 {
-			i = p.moving[0].From
-		}
-		return v.shards[i].Client, err
+		var none C
+		return none, err
 	}
 	return v.shards[i].Client, nil
 }
