@@ -208,6 +208,12 @@ func newShardedClient(shards []Shard, h Health, p ring.Preset) (*ShardedClient, 
 		return c.moveKeys(ctx, v, nil, "", keys) // for GetShard
 	})
 	s.RememberMoved()
+	s.SetServerOf(func(sh Shard) string {
+		if a, err := resolve(sh.Addr); err == nil {
+			return a.network + " " + a.str
+		}
+		return ""
+	})
 	return c, nil
 }
 

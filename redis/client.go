@@ -291,15 +291,10 @@ func (b *builder) shards(opts []ShardOptions, reuse []Shard) ([]Shard, error) {
 func sameServer(shards []Shard) error {
 	seen := make(map[string]int, len(shards))
 	for i, sh := range shards {
-		if strings.HasPrefix(sh.Addr, "sentinel:") || strings.HasPrefix(sh.Addr, "cluster:") {
-			continue // identified by name and seeds: their string is the identity
+		key := serverKey(sh)
+		if key == "" {
+			continue
 		}
-		addr, db, _ := strings.Cut(sh.Addr, "/")
-		tcp, err := net.ResolveTCPAddr("tcp", addr)
-		if err != nil {
-			continue // a unix socket, or a name that does not resolve now
-		}
-		key := tcp.String() + "/" + db
 		if j, dup := seen[key]; dup && shards[j].Addr != sh.Addr { // the same string: shardedclient names it
 			return fmt.Errorf("shardedcache: shards %d (%q, %s) and %d (%q, %s) are the same server (%s)",
 				j, shards[j].Name, shards[j].Addr, i, sh.Name, sh.Addr, key)
@@ -307,6 +302,23 @@ func sameServer(shards []Shard) error {
 		seen[key] = i
 	}
 	return nil
+}
+
+// serverKey returns the server and DB that sh reaches, its host name
+// resolved ("127.0.0.1:6379/0"), or "" for a Sentinel group or a Redis
+// Cluster (their string is their identity), a Unix socket, or a name that
+// does not resolve now. BeginResharding takes two shards with one
+// serverKey for the same shard (see shardedclient.Sharded.SetServerOf).
+func serverKey(sh Shard) string {
+	if strings.HasPrefix(sh.Addr, "sentinel:") || strings.HasPrefix(sh.Addr, "cluster:") {
+		return ""
+	}
+	addr, db, _ := strings.Cut(sh.Addr, "/")
+	tcp, err := net.ResolveTCPAddr("tcp", addr)
+	if err != nil {
+		return ""
+	}
+	return tcp.String() + "/" + db
 }
 
 func (b *builder) shard(so ShardOptions, reuse []Shard) (Shard, error) {
@@ -537,6 +549,7 @@ func newShardedClient(shards []Shard, h Health, p ring.Preset) (*ShardedClient, 
 	s.SetMover(moveKeys)
 	s.SetCloser(closeShardClient)
 	s.SetClosedErr(goredis.ErrClosed)
+	s.SetServerOf(serverKey)
 	c := &ShardedClient{shards: s}
 	c.router = newRouter(func(context.Context, string, string) (net.Conn, error) { return nil, errRouterDial })
 	c.pubsub = newRouter(c.dialFanIn)

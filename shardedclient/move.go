@@ -120,8 +120,12 @@ func (s *Sharded[C]) BeginMove(shards []Shard[C], prepare func(*View[C]) error) 
 	}
 	// Append the shards that leave, and map the old ring's indices.
 	v.prevIdx = make([]int, len(cur.shards))
+	respelled := s.respelled(cur, v)
 	for i, sh := range cur.shards {
 		j := v.full.Index(cur.ID(i))
+		if j < 0 {
+			j = respelled[i]
+		}
 		if j < 0 {
 			j = len(v.shards)
 			v.shards = append(v.shards, sh)
@@ -149,6 +153,43 @@ func (s *Sharded[C]) BeginMove(shards []Shard[C], prepare func(*View[C]) error) 
 	s.openGate(g)
 	return nil
 }
+
+// respelled maps each shard of cur whose ID next lacks to the shard of next
+// that reaches the same server (see SetServerOf), or to -1: one server
+// under an address written another way ("localhost:6379" for
+// "127.0.0.1:6379") is the same shard, whose keys stay where they are.
+func (s *Sharded[C]) respelled(cur, next *View[C]) []int {
+	out := make([]int, cur.Len())
+	var byServer map[string]int // built on first use: it resolves names
+	for i := range out {
+		out[i] = -1
+		if s.serverOf == nil || next.full.Index(cur.ID(i)) >= 0 {
+			continue
+		}
+		if byServer == nil {
+			byServer = map[string]int{}
+			for j := range next.full.Len() {
+				if srv := s.serverOf(next.shards[j]); srv != "" && cur.full.Index(next.ID(j)) < 0 {
+					byServer[srv] = j
+				}
+			}
+		}
+		if j, ok := byServer[s.serverOf(cur.shards[i])]; ok {
+			out[i] = j
+		}
+	}
+	return out
+}
+
+// SetServerOf tells s how to recognise one server under two addresses
+// written differently: server returns what a shard reaches, such as its
+// address resolved and its DB ("127.0.0.1:6379/0"), or "" when it cannot
+// tell. BeginMove then takes a shard of the new list whose ID the old list
+// lacks for the old shard that reaches the same server, so that the move
+// leaves that server's keys where they are (rather than move them onto
+// themselves, or drop them as stale copies). Call it once, before the
+// first BeginMove.
+func (s *Sharded[C]) SetServerOf(server func(Shard[C]) string) { s.serverOf = server }
 
 // EndMove ends the move begun by BeginMove: the previous ring is dropped,
 // and the clients of the shards that left are closed once the commands

@@ -56,11 +56,12 @@ type Sharded[C comparable] struct {
 	view          atomic.Pointer[View[C]]
 	preset        ring.Preset // nil: ring.Jedis{}
 	health        Health[C]
-	mover         Mover[C]      // set by the backend (SetMover)
-	closer        func(C) error // set by the backend (SetCloser); nil: io.Closer
-	closedErr     error         // see SetClosedErr
-	closing       atomic.Bool   // Close has begun
-	rememberMoved bool          // see RememberMoved
+	mover         Mover[C]              // set by the backend (SetMover)
+	closer        func(C) error         // set by the backend (SetCloser); nil: io.Closer
+	closedErr     error                 // see SetClosedErr
+	serverOf      func(Shard[C]) string // see SetServerOf
+	closing       atomic.Bool           // Close has begun
+	rememberMoved bool                  // see RememberMoved
 
 	watchMu  sync.Mutex
 	watchers map[chan struct{}]struct{} // see Watch
