@@ -247,3 +247,50 @@ func TestTopologySameServerSpelledTwoWays(t *testing.T) {
 		t.Fatalf("NewShardedClient = %v, want %q", err, want)
 	}
 }
+
+// A sharded SCAN cursor names its shard by position: once SetShards has
+// reordered the list (no key moves), a cursor of the old list is refused
+// with ErrScanListChanged rather than continue on whatever shard now has
+// that position (which skipped the keys of the shard it replaced), and a
+// scan begun again sees every key. ScanIterator stops with the same error.
+func TestScanCursorRefusedAfterReorder(t *testing.T) {
+	procs := sharedRedis(t, 3)
+	list := []shardedredis.ShardOptions{topoShard("a", procs[0].addr, 0), topoShard("b", procs[1].addr, 0), topoShard("c", procs[2].addr, 0)}
+	c, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: list})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ks := keys(600)
+	for _, k := range ks {
+		if err := c.Set(ctx, k, "v", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, cursor, err := c.Scan(ctx, 0, "", 10).Result()
+	if err != nil || cursor == 0 {
+		t.Fatalf("first page: cursor %d, %v", cursor, err)
+	}
+	it := c.Scan(ctx, 0, "", 10).Iterator()
+	if !it.Next(ctx) {
+		t.Fatalf("ScanIterator: no key: %v", it.Err())
+	}
+	if err := c.SetShards([]shardedredis.ShardOptions{list[2], list[1], list[0]}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := c.Scan(ctx, cursor, "", 10).Result(); !errors.Is(err, shardedredis.ErrScanListChanged) {
+		t.Errorf("SCAN %d after the reorder: %v, want ErrScanListChanged", cursor, err)
+	}
+	for it.Next(ctx) {
+	}
+	if !errors.Is(it.Err(), shardedredis.ErrScanListChanged) {
+		t.Errorf("ScanIterator across the reorder: %v, want ErrScanListChanged", it.Err())
+	}
+	seen := map[string]bool{}
+	for it := c.Scan(ctx, 0, "", 10).Iterator(); it.Next(ctx); {
+		seen[it.Val()] = true
+	}
+	if len(seen) != len(ks) {
+		t.Errorf("a scan begun after the reorder saw %d keys, want %d", len(seen), len(ks))
+	}
+}

@@ -77,8 +77,13 @@ func TestScanRandomKeyInPipelineAndDo(t *testing.T) {
 			seen[k] = true
 		}
 	}
-	// miniredis returns a shard's keys in one page, whatever COUNT.
-	if len(seen) != 12 || len(pages) != 3 || pages[0].cursor != 1 || pages[1].cursor != 2 {
+	// miniredis returns a shard's keys in one page, whatever COUNT. Each
+	// cursor starts the next shard (index 1, then 2, in the low 12 bits)
+	// from its cursor 0, with the list's check between them.
+	v := c.shards.Acquire()
+	check := listCheck(v)
+	v.Release()
+	if len(seen) != 12 || len(pages) != 3 || pages[0].cursor != check<<12|1 || pages[1].cursor != check<<12|2 {
 		t.Fatalf("typed SCAN: %d keys in pages %v; want 12 keys, one page per shard", len(seen), pages)
 	}
 	cursor = 0

@@ -2,6 +2,7 @@ package redis
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -13,8 +14,30 @@ import (
 	"github.com/shardedcache/shardedcache/redis/internal/commands"
 )
 
-// scanShardBits is the width of the shard index in a sharded SCAN cursor.
-const scanShardBits = 16
+// A sharded SCAN cursor holds, from its low bits up, the shard's index
+// (scanShardBits), a check of the shard list it was made on (scanListBits:
+// see listCheck), and the shard's own cursor (the 40 bits left: a server's
+// cursor is below its table size, 2^33 for 4 billion keys).
+const (
+	scanShardBits = 12
+	scanListBits  = 12
+	scanInnerAt   = scanShardBits + scanListBits
+)
+
+// ErrScanListChanged is returned by SCAN (and ScanIterator) for a cursor
+// made on another shard list: SetShards, BeginResharding or EndResharding
+// has run since the scan began, so the shard index in the cursor may name
+// another shard now, and the scan would skip or repeat shards. Start again
+// from cursor 0.
+var ErrScanListChanged = errors.New("shardedcache: scan: the shard list changed since this scan began; start again from cursor 0")
+
+// listCheck is the check of v's shard list that v's cursors hold: 1 to
+// 2^scanListBits-1, from the list's fingerprint (never 0, so that only
+// cursor 0 starts a scan). A cursor of another list passes it by chance
+// once in 4,095.
+func listCheck(v *view) uint64 {
+	return v.Fingerprint()%(1<<scanListBits-1) + 1
+}
 
 // walkOf builds the plan of SCAN or RANDOMKEY (route's walk), through the
 // typed method (*redis.ScanCmd, *redis.StringCmd), Do (*redis.Cmd) or a
@@ -35,18 +58,20 @@ func walkOf(ctx context.Context, v *view, cmd goredis.Cmder) (plan, error) {
 // from the cursor's on is ejected (the scan has ended).
 type scanPlan struct {
 	cmd      goredis.Cmder
-	shard, n int // the shard of the page, of n
+	shard, n int    // the shard of the page, of n
+	check    uint64 // the list's check (listCheck)
 	page     *goredis.ScanCmd
 }
 
 // scanOf plans SCAN over every shard in turn. The sharded cursor holds the
-// shard's index in its low 16 bits and that shard's own cursor above them,
-// so cursor 0 starts at shard 0, a shard's last page leads to the next
-// shard with cursor 0, and the last shard's last page returns 0. Each shard
-// keeps Redis's SCAN guarantees, so a loop until cursor 0 (or ScanIterator)
-// sees every key that exists, on its shard, throughout the scan; ejected
-// shards are skipped. A scan that spans SetShards or resharding may miss
-// keys that move meanwhile: start it again. Through Do, the reply is one
+// shard's index in its low 12 bits, a check of the shard list above them,
+// and that shard's own cursor above that, so cursor 0 starts at shard 0, a
+// shard's last page leads to the next shard with cursor 0, and the last
+// shard's last page returns 0. Each shard keeps Redis's SCAN guarantees, so
+// a loop until cursor 0 (or ScanIterator) sees every key that exists, on
+// its shard, throughout the scan; ejected shards are skipped. A cursor made
+// before the shard list changed is refused with ErrScanListChanged, since
+// its shard index may name another shard now. Through Do, the reply is one
 // server's: the next cursor, in decimal, and the page of keys.
 func scanOf(ctx context.Context, v *view, cmd goredis.Cmder) (*scanPlan, error) {
 	args := slices.Clone(cmd.Args())
@@ -59,8 +84,11 @@ func scanOf(ctx context.Context, v *view, cmd goredis.Cmder) (*scanPlan, error) 
 	if n > 1<<scanShardBits {
 		return nil, fmt.Errorf("shardedcache: scan: %d shards; a sharded SCAN cursor holds at most %d", n, 1<<scanShardBits)
 	}
-	p := &scanPlan{cmd: cmd, shard: int(cursor & (1<<scanShardBits - 1)), n: n}
-	args[1] = cursor >> scanShardBits
+	p := &scanPlan{cmd: cmd, shard: int(cursor & (1<<scanShardBits - 1)), n: n, check: listCheck(v)}
+	args[1] = cursor >> scanInnerAt
+	if cursor != 0 && cursor>>scanShardBits&(1<<scanListBits-1) != p.check {
+		return nil, ErrScanListChanged
+	}
 	if p.shard >= n {
 		return nil, fmt.Errorf("shardedcache: scan: cursor %d names shard %d of %d", cursor, p.shard, n)
 	}
@@ -99,14 +127,14 @@ func (p *scanPlan) merge() error {
 	keys, next := p.page.Val()
 	switch {
 	case next == 0 && p.shard+1 < p.n:
-		next = uint64(p.shard + 1)
+		next = p.check<<scanShardBits | uint64(p.shard+1)
 	case next == 0:
-	case next > math.MaxUint64>>scanShardBits:
+	case next > math.MaxUint64>>scanInnerAt:
 		err := fmt.Errorf("shardedcache: scan: shard %d returned cursor %d, too large to combine with a shard index", p.shard, next)
 		p.cmd.SetErr(err)
 		return err
 	default:
-		next = next<<scanShardBits | uint64(p.shard)
+		next = next<<scanInnerAt | p.check<<scanShardBits | uint64(p.shard)
 	}
 	return setScan(p.cmd, keys, next)
 }

@@ -16,6 +16,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"sync"
 	"sync/atomic"
@@ -171,6 +172,12 @@ type View[C comparable] struct {
 		once sync.Once
 		live *ring.Ring
 	}
+	// fingerprint is a hash of the shards' IDs in order (see Fingerprint),
+	// computed on first use.
+	fingerprint struct {
+		once sync.Once
+		sum  uint64
+	}
 	// window is the move in progress in this view (BeginMove), else nil.
 	window *Window
 	// gates hold back the keys that recent moves change until the commands
@@ -271,6 +278,25 @@ func (v *View[C]) Len() int { return len(v.shards) }
 
 // Shard returns shard i.
 func (v *View[C]) Shard(i int) Shard[C] { return v.shards[i] }
+
+// Fingerprint returns a 64-bit FNV-1a hash of the identities (ID) of v's
+// shards in order, shards leaving in a move included: views with the same
+// shard list in the same order give the same value, whatever their
+// ejections, and a change of the list (a shard added, removed, moved, or
+// the order changed) gives another, but for hash collisions. A backend
+// puts part of it in a cursor that names a shard by position, to refuse
+// the cursor once the positions mean other shards.
+func (v *View[C]) Fingerprint() uint64 {
+	v.fingerprint.once.Do(func() {
+		h := fnv.New64a()
+		for i := range v.Len() {
+			h.Write([]byte(v.ID(i)))
+			h.Write([]byte{0})
+		}
+		v.fingerprint.sum = h.Sum64()
+	})
+	return v.fingerprint.sum
+}
 
 // Client returns the client of shard i.
 func (v *View[C]) Client(i int) C { return v.shards[i].Client }
