@@ -133,7 +133,7 @@ func keysOf(v *view, cmd goredis.Cmder, ks *keyShards) error {
 	default:
 		return &UnsupportedError{Command: cmd.Name(), Reason: err.Error()}
 	}
-	*ks = keyShards{v: v, info: info, args: args, shard: noKeys, pending: ks.pending}
+	*ks = keyShards{v: v, info: info, args: args, shard: noKeys, pending: ks.pending, channels: info.Channels()}
 	switch err := info.KeyPositions(args, ks.add); {
 	case err == nil:
 	case errors.Is(err, commands.ErrArity):
@@ -308,6 +308,9 @@ type keyShards struct {
 	// first is the position of the first key in args, step the distance
 	// from it to the second (see split).
 	first, step int
+	// channels: the command's "keys" are channels (Info.Channels), placed
+	// as keys are but never moved: a key of the same name is not theirs.
+	channels bool
 }
 
 func (k *keyShards) add(pos int) {
@@ -322,7 +325,12 @@ func (k *keyShards) add(pos int) {
 	case 1:
 		k.step = pos - k.first
 	}
-	s := k.v.Track(&k.pending, key)
+	var s int
+	if k.channels {
+		s = k.v.Locate(key)
+	} else {
+		s = k.v.Track(&k.pending, key)
+	}
 	if k.owners == nil && k.shard >= 0 && s != k.shard {
 		// The first key elsewhere: every key before it is on k.shard.
 		k.owners = make([]int, k.nkeys, len(k.args))

@@ -281,3 +281,53 @@ func TestMergeIntoGoRedisTypes(t *testing.T) {
 		}
 	}
 }
+
+// A channel is placed as a key is, but names no key: in a resharding
+// window, PUBLISH (and PUBSUB NUMSUB) to a channel named as a key that moves
+// leaves the key where it is, to the migration; the channel goes to its
+// owner on the new ring, where the subscriptions are.
+func TestChannelDoesNotMoveKeyOfItsName(t *testing.T) {
+	c, servers := miniShards(t, 3)
+	var opts []ShardOptions
+	for i, m := range servers {
+		opts = append(opts, ShardOptions{Name: fmt.Sprintf("s%d", i), Addr: m.Addr()})
+	}
+	ctx := context.Background()
+	if err := c.SetShards(opts[:2]); err != nil {
+		t.Fatal(err)
+	}
+	name := ""
+	before := map[string]int{}
+	for i := range 200 {
+		k := fmt.Sprintf("name:%d", i)
+		before[k] = c.GetShardInfo(k).Index
+		if err := c.Set(ctx, k, "v", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.BeginResharding(opts); err != nil {
+		t.Fatal(err)
+	}
+	for k := range before {
+		if c.GetShardInfo(k).Index == 2 {
+			name = k
+			break
+		}
+	}
+	if name == "" {
+		t.Fatal("no key moves to the new shard")
+	}
+	if n, err := c.Publish(ctx, name, "m").Result(); err != nil || n != 0 {
+		t.Fatalf("PUBLISH %s = %d, %v", name, n, err)
+	}
+	if _, err := c.PubSubNumSub(ctx, name).Result(); err != nil {
+		t.Fatal(err)
+	}
+	if !servers[before[name]].Exists(name) || servers[2].Exists(name) {
+		t.Errorf("after PUBLISH to a channel named %q: the key is on its old owner %v, its new one %v; want it left on the old one",
+			name, servers[before[name]].Exists(name), servers[2].Exists(name))
+	}
+	if v, err := c.Get(ctx, name).Result(); v != "v" || err != nil || !servers[2].Exists(name) {
+		t.Errorf("GET %s = %q, %v; want v, moved to the new owner", name, v, err)
+	}
+}

@@ -316,6 +316,18 @@ func (c *Info) KeyPositions(args []any, f func(pos int)) error {
 	return nil
 }
 
+// Channels reports whether the command's "keys" are channels only (every
+// key specification is flagged not_key: PUBLISH, SPUBLISH, PUBSUB NUMSUB):
+// they route the command, but name no key of the keyspace.
+func (c *Info) Channels() bool {
+	for _, s := range c.specs {
+		if !s.notKey {
+			return false
+		}
+	}
+	return len(c.specs) > 0
+}
+
 // CountsKeys reports whether a key specification of the command takes its
 // number of keys from an argument (numkeys, as EVAL and FCALL), which may
 // name none.
