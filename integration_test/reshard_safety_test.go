@@ -556,3 +556,50 @@ func TestMigrationWaitsForEarlierWrites(t *testing.T) {
 		t.Fatalf("%s = %v on its new owner, want [v]", dst, got)
 	}
 }
+
+// A copy that no command reads is not a key of the keyspace: after
+// AbandonResharding, the keys the window did not move stay on their old
+// owners, unreachable, and KEYS and SCAN leave them out, listing exactly
+// the keys that EXISTS finds. (DBSIZE sums the servers' counts: it counts
+// them until a migration or a later BeginResharding sweeps them.)
+func TestKeysAndScanLeaveOutStaleCopies(t *testing.T) {
+	procs := sharedRedis(t, 3)
+	list := []shardedredis.ShardOptions{topoShard("a", procs[0].addr, 0), topoShard("b", procs[1].addr, 0), topoShard("c", procs[2].addr, 0)}
+	c, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: list[:2]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ks := keys(300)
+	for _, k := range ks {
+		if err := c.Set(ctx, k, "v", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.BeginResharding(list); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.AbandonResharding(); err != nil {
+		t.Fatal(err)
+	}
+	var existing []string
+	for _, k := range ks {
+		if c.Exists(ctx, k).Val() == 1 {
+			existing = append(existing, k)
+		}
+	}
+	if len(existing) == len(ks) || len(existing) == 0 {
+		t.Fatalf("%d of %d keys exist after the abandoned window: the test needs some left behind", len(existing), len(ks))
+	}
+	listed, err := c.Keys(ctx, "*").Result()
+	if slices.Sort(listed); err != nil || !slices.Equal(listed, slices.Sorted(slices.Values(existing))) {
+		t.Errorf("KEYS lists %d keys, %v; want the %d that exist", len(listed), err, len(existing))
+	}
+	var scanned []string
+	for it := c.Scan(ctx, 0, "", 50).Iterator(); it.Next(ctx); {
+		scanned = append(scanned, it.Val())
+	}
+	if slices.Sort(scanned); !slices.Equal(slices.Compact(scanned), slices.Sorted(slices.Values(existing))) {
+		t.Errorf("SCAN lists %d keys; want the %d that exist", len(scanned), len(existing))
+	}
+}

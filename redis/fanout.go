@@ -270,7 +270,7 @@ func (f *fanout) combine() (any, error) {
 		}
 		p.vals = vals
 		if f.owners == nil {
-			out = append(out, vals...)
+			out = append(out, f.served(p.shard, vals)...)
 		}
 	}
 	if f.owners == nil {
@@ -282,6 +282,19 @@ func (f *fanout) combine() (any, error) {
 		out[k], p.vals = p.vals[0], p.vals[1:]
 	}
 	return out, nil
+}
+
+// served returns vals, shard i's reply to a keyless command, without the
+// keys that shard does not serve when the command lists keys (KEYS): its
+// stale copies (see serves).
+func (f *fanout) served(i int, vals []any) []any {
+	if f.info.Name != "keys" {
+		return vals
+	}
+	return slices.DeleteFunc(vals, func(k any) bool {
+		s, ok := k.(string)
+		return ok && !serves(f.v, i, s)
+	})
 }
 
 // logical combines the shards' arrays of 0/1 integers element by element

@@ -145,7 +145,10 @@ func (c *ShardedClient) EndResharding() error { return c.endWindow(false) }
 
 // AbandonResharding ends the window that BeginResharding opened whether or
 // not its Migration has finished: keys not yet moved stay on their old
-// shards, unreachable through this client (a cold move for them).
+// shards, unreachable through this client (a cold move for them). They are
+// stale copies: KEYS and SCAN leave them out, but DBSIZE, which sums the
+// servers' counts, and RANDOMKEY, which asks a server, count them until a
+// later BeginResharding or migration removes them.
 func (c *ShardedClient) AbandonResharding() error { return c.endWindow(true) }
 
 func (c *ShardedClient) endWindow(force bool) error {

@@ -242,12 +242,16 @@ func TestMergeIntoGoRedisTypes(t *testing.T) {
 		{"KEYS concatenated", goredis.NewStringSliceCmd(ctx, "keys", "*"), info("keys", "*"), []any{[]any{"a"}, []any{}, []any{"b", "c"}}, []string{"a", "b", "c"}},
 		{"PUBSUB CHANNELS concatenated", goredis.NewStringSliceCmd(ctx, "pubsub", "channels"), info("pubsub", "channels"), []any{[]any{"x"}, []any{"y"}}, []string{"x", "y"}},
 	}
+	// A view of one server: every key its parts list is served (see serves).
+	c1, _ := miniShards(t, 1)
+	one := c1.shards.Acquire()
+	defer one.Release()
 	for _, c := range cases {
 		if err := fanOutOf(c.info, c.cmd); err != nil {
 			t.Errorf("%s: %v", c.name, err)
 			continue
 		}
-		f := &fanout{cmd: c.cmd, info: c.info}
+		f := &fanout{v: one, cmd: c.cmd, info: c.info}
 		for _, p := range c.parts {
 			f.parts = append(f.parts, reply(p))
 		}

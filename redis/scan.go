@@ -57,10 +57,24 @@ func walkOf(ctx context.Context, v *view, cmd goredis.Cmder) (plan, error) {
 // scanPlan is one SCAN call: page runs on shard, or is nil when every shard
 // from the cursor's on is ejected (the scan has ended).
 type scanPlan struct {
+	v        *view
 	cmd      goredis.Cmder
 	shard, n int    // the shard of the page, of n
 	check    uint64 // the list's check (listCheck)
 	page     *goredis.ScanCmd
+}
+
+// serves reports whether shard i of v serves key, so that a key it holds
+// is one of the keyspace: it owns key, or, in a resharding window, owned it
+// before and holds it until it moves. A copy any other shard holds is
+// stale (left by AbandonResharding, or written on a stand-in while the
+// owner was ejected): no command reads it, and KEYS and SCAN leave it out.
+func serves(v *view, i int, key string) bool {
+	if oneServer(v) {
+		return true
+	}
+	from, to, _ := v.Moved(key)
+	return i == to || i == from
 }
 
 // scanOf plans SCAN over every shard in turn. The sharded cursor holds the
@@ -69,7 +83,8 @@ type scanPlan struct {
 // shard's last page leads to the next shard with cursor 0, and the last
 // shard's last page returns 0. Each shard keeps Redis's SCAN guarantees, so
 // a loop until cursor 0 (or ScanIterator) sees every key that exists, on
-// its shard, throughout the scan; ejected shards are skipped. A cursor made
+// its shard, throughout the scan; ejected shards are skipped, and so are
+// stale copies (see serves): a page may hold fewer keys. A cursor made
 // before the shard list changed is refused with ErrScanListChanged, since
 // its shard index may name another shard now. Through Do, the reply is one
 // server's: the next cursor, in decimal, and the page of keys.
@@ -84,7 +99,7 @@ func scanOf(ctx context.Context, v *view, cmd goredis.Cmder) (*scanPlan, error) 
 	if n > 1<<scanShardBits {
 		return nil, fmt.Errorf("shardedcache: scan: %d shards; a sharded SCAN cursor holds at most %d", n, 1<<scanShardBits)
 	}
-	p := &scanPlan{cmd: cmd, shard: int(cursor & (1<<scanShardBits - 1)), n: n, check: listCheck(v)}
+	p := &scanPlan{v: v, cmd: cmd, shard: int(cursor & (1<<scanShardBits - 1)), n: n, check: listCheck(v)}
 	args[1] = cursor >> scanInnerAt
 	if cursor != 0 && cursor>>scanShardBits&(1<<scanListBits-1) != p.check {
 		return nil, ErrScanListChanged
@@ -125,6 +140,7 @@ func (p *scanPlan) merge() error {
 		return err
 	}
 	keys, next := p.page.Val()
+	keys = slices.DeleteFunc(keys, func(k string) bool { return !serves(p.v, p.shard, k) })
 	switch {
 	case next == 0 && p.shard+1 < p.n:
 		next = p.check<<scanShardBits | uint64(p.shard+1)
