@@ -35,6 +35,9 @@ func TestReshardRespelledAddressIsTheSameShard(t *testing.T) {
 	defer direct.Close()
 	onA := direct.DBSize(ctx).Val()
 	respelled := []shardedredis.ShardOptions{topoShard("a", "localhost:"+port, 0), topoShard("b", procs[1].addr, 0)}
+	if plan, err := c.PlanResharding(respelled); err != nil || plan.Moved != 0 || len(plan.Moves) != 0 {
+		t.Errorf("PlanResharding to the respelled list = %+v, %v; want nothing to move", plan, err)
+	}
 	if err := c.BeginResharding(respelled); err != nil {
 		t.Fatal(err)
 	}
@@ -92,6 +95,9 @@ func TestMemcacheReshardRespelledAddressIsTheSameShard(t *testing.T) {
 		}
 	}
 	respelled := []shardedmc.ShardOptions{{Name: "a", Addr: "localhost:" + port}, {Name: "b", Addr: servers[1].addr}}
+	if plan, err := c.PlanResharding(respelled); err != nil || plan.Moved != 0 || len(plan.Moves) != 0 {
+		t.Errorf("PlanResharding to the respelled list = %+v, %v; want nothing to move", plan, err)
+	}
 	if err := c.BeginResharding(respelled, shardedmc.ReshardOptions{}); err != nil {
 		t.Fatal(err)
 	}

@@ -61,3 +61,49 @@ func TestPlanExactness(t *testing.T) {
 		}
 	}
 }
+
+// CompareMatched takes the caller's matching of nodes: an unnamed ketama
+// node at an address written another way has other labels, so Compare sees
+// a node leave and another join, and CompareMatched, told they are one,
+// sees only the arcs whose owner changes between the other nodes and it.
+// Matches of the wrong length or out of range are refused.
+func TestCompareMatched(t *testing.T) {
+	a, err := New([]Node{{Addr: "127.0.0.1:11211"}, {Addr: "10.0.0.2:11211"}}, Libmemcached{Distribution: LibmemcachedKetamaWeighted})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := New([]Node{{Addr: "localhost:11211"}, {Addr: "10.0.0.2:11211"}}, Libmemcached{Distribution: LibmemcachedKetamaWeighted})
+	if err != nil {
+		t.Fatal(err)
+	}
+	byID, err := Compare(a, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	matched, err := CompareMatched(a, b, []int{0, 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	share := func(d Diff, from, to int) float64 {
+		for _, m := range d.Moves {
+			if m.From == from && m.To == to {
+				return m.Share
+			}
+		}
+		return 0
+	}
+	// By ID, everything node 0 owned leaves it; matched, only the arcs that
+	// change owner between the two nodes move, the same as by ID between 1
+	// and 0, and node 0 keeps the rest.
+	if got := share(byID, 0, 0); got == 0 || share(matched, 0, 0) != 0 {
+		t.Errorf("0 -> 0: by ID %v (want > 0), matched %v (want 0)", got, share(matched, 0, 0))
+	}
+	if share(matched, 1, 0) != share(byID, 1, 0) || matched.Moved >= byID.Moved {
+		t.Errorf("matched %+v, by ID %+v: want the arcs between the nodes only", matched, byID)
+	}
+	for _, same := range [][]int{{0}, {0, 2}, {0, -2}} {
+		if _, err := CompareMatched(a, b, same); err == nil {
+			t.Errorf("CompareMatched(%v): no error", same)
+		}
+	}
+}

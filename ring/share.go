@@ -197,16 +197,29 @@ type Diff struct {
 // probabilities (a key moves when the highest scorer of the two node sets
 // together is a node not in both).
 func Compare(a, b *Ring) (Diff, error) {
+	same := make([]int, len(b.members)) // node of b -> same node of a, or -1
+	for j := range b.members {
+		same[j] = a.Index(b.ID(j))
+	}
+	return CompareMatched(a, b, same)
+}
+
+// CompareMatched is Compare with the nodes of b matched to those of a by
+// same, of b.Len() indices: same[j] is the node of a that node j of b is,
+// or -1 for a node new in b. A caller that knows two IDs to be one node
+// (an address written two ways that reaches one server) matches them so.
+// It fails, besides Compare's errors, when same has another length or an
+// index out of a's range.
+func CompareMatched(a, b *Ring, same []int) (Diff, error) {
 	ka, kb := a.cfg, b.cfg
 	if ka.hash != kb.hash || ka.tag != kb.tag || ka.emptyKeyZero != kb.emptyKeyZero || ka.dist != kb.dist {
 		return Diff{}, fmt.Errorf("ring: cannot compare %v with %v: keys are hashed or distributed differently", ka.preset, kb.preset)
 	}
+	if len(same) != len(b.members) || slices.ContainsFunc(same, func(i int) bool { return i < -1 || i >= len(a.members) }) {
+		return Diff{}, fmt.Errorf("ring: %d matches for %d nodes of %d: each is a node index of a or -1", len(same), len(b.members), len(a.members))
+	}
 	if err := a.exact(); err != nil {
 		return Diff{}, err
-	}
-	same := make([]int, len(b.members)) // node of b -> same node of a, or -1
-	for j := range b.members {
-		same[j] = a.Index(b.ID(j))
 	}
 	switch a.cfg.dist {
 	case distModula:

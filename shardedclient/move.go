@@ -120,7 +120,7 @@ func (s *Sharded[C]) BeginMove(shards []Shard[C], prepare func(*View[C]) error) 
 	}
 	// Append the shards that leave, and map the old ring's indices.
 	v.prevIdx = make([]int, len(cur.shards))
-	respelled := s.respelled(cur, v)
+	respelled := s.respelled(cur, v.full, v.shards)
 	for i, sh := range cur.shards {
 		j := v.full.Index(cur.ID(i))
 		if j < 0 {
@@ -154,22 +154,23 @@ func (s *Sharded[C]) BeginMove(shards []Shard[C], prepare func(*View[C]) error) 
 	return nil
 }
 
-// respelled maps each shard of cur whose ID next lacks to the shard of next
-// that reaches the same server (see SetServerOf), or to -1: one server
-// under an address written another way ("localhost:6379" for
-// "127.0.0.1:6379") is the same shard, whose keys stay where they are.
-func (s *Sharded[C]) respelled(cur, next *View[C]) []int {
+// respelled maps each shard of cur whose ID next (a ring of the shards
+// nextShards) lacks to the shard of next that reaches the same server (see
+// SetServerOf), or to -1: one server under an address written another way
+// ("localhost:6379" for "127.0.0.1:6379") is the same shard, whose keys
+// stay where they are.
+func (s *Sharded[C]) respelled(cur *View[C], next *ring.Ring, nextShards []Shard[C]) []int {
 	out := make([]int, cur.Len())
 	var byServer map[string]int // built on first use: it resolves names
 	for i := range out {
 		out[i] = -1
-		if s.serverOf == nil || next.full.Index(cur.ID(i)) >= 0 {
+		if s.serverOf == nil || next.Index(cur.ID(i)) >= 0 {
 			continue
 		}
 		if byServer == nil {
 			byServer = map[string]int{}
-			for j := range next.full.Len() {
-				if srv := s.serverOf(next.shards[j]); srv != "" && cur.full.Index(next.ID(j)) < 0 {
+			for j := range next.Len() {
+				if srv := s.serverOf(nextShards[j]); srv != "" && cur.full.Index(next.ID(j)) < 0 {
 					byServer[srv] = j
 				}
 			}
@@ -352,5 +353,18 @@ func (v *View[C]) Plan(nodes []ring.Node) (ring.Diff, error) {
 	if err != nil {
 		return ring.Diff{}, err
 	}
-	return ring.Compare(v.live, target)
+	shards := make([]Shard[C], len(nodes))
+	for j, n := range nodes {
+		shards[j] = Shard[C]{Name: n.Name, Addr: n.Addr, Weight: n.Weight}
+	}
+	same := make([]int, len(nodes)) // a node of target -> the same shard of v, or -1
+	for j := range nodes {
+		same[j] = v.live.Index(target.ID(j))
+	}
+	for i, j := range v.parent.respelled(v, target, shards) {
+		if j >= 0 && same[j] < 0 && i < v.live.Len() { // not a shard a move removes
+			same[j] = i
+		}
+	}
+	return ring.CompareMatched(v.live, target, same)
 }
