@@ -683,7 +683,11 @@ func (c *ShardedClient) GetShardInfo(key string) shardedclient.Info {
 	return c.shards.GetShardInfo(key)
 }
 
-// Shards returns the shards in ring order.
+// Shards returns the shards in ring order. Their clients bypass the
+// client's rules: inside a resharding window, a key that has not moved yet
+// is on its old owner, and a write through the new owner's client would be
+// overwritten or lost by the move. Use GetShard(key), which moves the key
+// first.
 func (c *ShardedClient) Shards() []Shard { return c.shards.AllShards() }
 
 // Ring returns the ring that places keys.
