@@ -42,7 +42,13 @@ func stateful(cmd goredis.Cmder) bool {
 		return false
 	}
 	name, _ := commands.Arg(args[0])
-	return strings.EqualFold(name, "function") || strings.EqualFold(name, "config")
+	switch len(name) { // most names differ in length: no case folding for them
+	case len("function"):
+		return strings.EqualFold(name, "function")
+	case len("config"):
+		return strings.EqualFold(name, "config")
+	}
+	return false
 }
 
 // done records what cmds, which ran under s.mu held shared, did to the
