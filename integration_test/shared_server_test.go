@@ -2,6 +2,7 @@ package integration_test
 
 import (
 	"context"
+	"net"
 	"slices"
 	"testing"
 	"time"
@@ -11,27 +12,39 @@ import (
 	shardedredis "github.com/shardedcache/shardedcache/redis"
 )
 
-// twoDBsOfOneServer starts one redis-server and a client whose two shards
-// are its DB 0 and DB 1.
-func twoDBsOfOneServer(t *testing.T) (*redisProc, *shardedredis.ShardedClient) {
-	t.Helper()
-	p := startRedisProc(t, realRedisBin(t), "")
-	c, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: []shardedredis.ShardOptions{
-		{Name: "a", Addr: p.addr, Options: &goredis.Options{DB: 0}},
-		{Name: "b", Addr: p.addr, Options: &goredis.Options{DB: 1}},
-	}})
-	if err != nil {
-		t.Fatal(err)
+// onTwoDBsOfOneServer runs f, once per spelling, on a client whose two
+// shards are DB 0 and DB 1 of one redis-server, the second's address
+// written as the first's, or as "localhost:<port>" for "127.0.0.1:<port>".
+func onTwoDBsOfOneServer(t *testing.T, f func(t *testing.T, p *redisProc, c *shardedredis.ShardedClient)) {
+	for _, spelling := range []string{"same", "respelled"} {
+		t.Run(spelling, func(t *testing.T) {
+			p := startRedisProc(t, realRedisBin(t), "")
+			second := p.addr
+			if spelling == "respelled" {
+				_, port, _ := net.SplitHostPort(p.addr)
+				second = "localhost:" + port
+			}
+			c, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: []shardedredis.ShardOptions{
+				{Name: "a", Addr: p.addr, Options: &goredis.Options{DB: 0}},
+				{Name: "b", Addr: second, Options: &goredis.Options{DB: 1}},
+			}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			closeAndSettle(t, c)
+			f(t, p, c)
+		})
 	}
-	closeAndSettle(t, c)
-	return p, c
 }
 
 // Pub/sub ignores the DB, so PUBSUB runs once per server, like FLUSHALL:
 // over two DBs of one server, CHANNELS lists each channel once and NUMPAT
 // counts each pattern once, as the server itself does.
 func TestPubSubIntrospectionOncePerServer(t *testing.T) {
-	p, c := twoDBsOfOneServer(t)
+	onTwoDBsOfOneServer(t, testPubSubIntrospectionOncePerServer)
+}
+
+func testPubSubIntrospectionOncePerServer(t *testing.T, p *redisProc, c *shardedredis.ShardedClient) {
 	ps := c.Subscribe(ctx, "shared:ch")
 	defer ps.Close()
 	if _, err := ps.Receive(ctx); err != nil { // the subscription's confirmation
@@ -55,7 +68,10 @@ func TestPubSubIntrospectionOncePerServer(t *testing.T) {
 // A pattern is subscribed once per server, not once per shard: one PUBLISH
 // over two DBs of one server is delivered once and counts one receiver.
 func TestPatternOncePerServer(t *testing.T) {
-	_, c := twoDBsOfOneServer(t)
+	onTwoDBsOfOneServer(t, testPatternOncePerServer)
+}
+
+func testPatternOncePerServer(t *testing.T, _ *redisProc, c *shardedredis.ShardedClient) {
 	ps := c.PSubscribe(ctx, "shared:*")
 	defer ps.Close()
 	if _, err := ps.Receive(ctx); err != nil {
@@ -79,4 +95,17 @@ func TestPatternOncePerServer(t *testing.T) {
 	if got != 1 {
 		t.Errorf("one PUBLISH received %d times, want 1", got)
 	}
+}
+
+// A command on the whole server (FUNCTION, SCRIPT, CONFIG, FLUSHALL) runs
+// once per server: FUNCTION LOAD of one library over two DBs of one server
+// loads it once and succeeds (twice, the second would fail "already
+// exists").
+func TestServerWideOncePerServer(t *testing.T) {
+	onTwoDBsOfOneServer(t, func(t *testing.T, _ *redisProc, c *shardedredis.ShardedClient) {
+		lib := "#!lua name=sharedlib\nredis.register_function('sharedf', function(keys, args) return 1 end)"
+		if got, err := c.FunctionLoad(ctx, lib).Result(); err != nil || got != "sharedlib" {
+			t.Errorf("FUNCTION LOAD = %q, %v; want sharedlib", got, err)
+		}
+	})
 }

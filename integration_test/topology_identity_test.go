@@ -294,3 +294,53 @@ func TestScanCursorRefusedAfterReorder(t *testing.T) {
 		t.Errorf("a scan begun after the reorder saw %d keys, want %d", len(seen), len(ks))
 	}
 }
+
+// The SCAN cursor's check covers how the list places keys, not only which
+// shards it has: a resharding that only re-weights a shard moves keys
+// between shards a scan has passed and shards it has not, so a cursor made
+// before it is refused with ErrScanListChanged, in the window and after it.
+func TestScanCursorRefusedAfterReweight(t *testing.T) {
+	procs := sharedRedis(t, 2)
+	a, b := topoShard("a", procs[0].addr, 0), topoShard("b", procs[1].addr, 0)
+	c, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: []shardedredis.ShardOptions{a, b}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for _, k := range keys(400) {
+		if err := c.Set(ctx, k, "v", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, cursor, err := c.Scan(ctx, 0, "", 50).Result()
+	if err != nil || cursor == 0 {
+		t.Fatalf("first page: cursor %d, %v", cursor, err)
+	}
+	heavy := a
+	heavy.Weight = 4
+	if err := c.BeginResharding([]shardedredis.ShardOptions{heavy, b}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := c.Scan(ctx, cursor, "", 50).Result(); !errors.Is(err, shardedredis.ErrScanListChanged) {
+		t.Errorf("SCAN %d in the window: %v, want ErrScanListChanged", cursor, err)
+	}
+	_, inWindow, err := c.Scan(ctx, 0, "", 50).Result()
+	if err != nil || inWindow == 0 {
+		t.Fatalf("first page in the window: cursor %d, %v", inWindow, err)
+	}
+	m, err := c.NewMigration(shardedredis.MigrateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.EndResharding(); err != nil {
+		t.Fatal(err)
+	}
+	for _, cur := range []uint64{cursor, inWindow} {
+		if _, _, err := c.Scan(ctx, cur, "", 50).Result(); !errors.Is(err, shardedredis.ErrScanListChanged) {
+			t.Errorf("SCAN %d after the window: %v, want ErrScanListChanged", cur, err)
+		}
+	}
+}

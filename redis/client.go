@@ -310,15 +310,33 @@ func sameServer(shards []Shard) error {
 // does not resolve now. BeginResharding takes two shards with one
 // serverKey for the same shard (see shardedclient.Sharded.SetServerOf).
 func serverKey(sh Shard) string {
-	if strings.HasPrefix(sh.Addr, "sentinel:") || strings.HasPrefix(sh.Addr, "cluster:") {
-		return ""
-	}
 	addr, db, _ := strings.Cut(sh.Addr, "/")
+	if srv, ok := resolveServer(addr); ok {
+		return srv + "/" + db
+	}
+	return ""
+}
+
+// resolved keeps resolveServer's answers: address as written -> resolved.
+var resolved sync.Map
+
+// resolveServer returns addr, a shard's "host:port", with its host
+// resolved ("127.0.0.1:6379" for "localhost:6379"), and whether it did
+// resolve: not a Sentinel group, a Redis Cluster, a Unix socket or a name
+// that does not resolve now. An address is resolved once per process.
+func resolveServer(addr string) (string, bool) {
+	if srv, ok := resolved.Load(addr); ok {
+		return srv.(string), true
+	}
+	if strings.HasPrefix(addr, "sentinel:") || strings.HasPrefix(addr, "cluster:") {
+		return "", false
+	}
 	tcp, err := net.ResolveTCPAddr("tcp", addr)
 	if err != nil {
-		return ""
+		return "", false
 	}
-	return tcp.String() + "/" + db
+	resolved.Store(addr, tcp.String())
+	return tcp.String(), true
 }
 
 func (b *builder) shard(so ShardOptions, reuse []Shard) (Shard, error) {
@@ -417,11 +435,17 @@ func dbSuffix(db int) string {
 	return "/" + strconv.Itoa(db)
 }
 
-// server returns what names shard sh's server whatever its DB (its address
-// without the DB that addrOf adds): a server's function libraries, script
-// cache and configuration are shared by its shards.
+// server returns what names shard sh's server whatever its DB: its address
+// without the DB that addrOf adds, the host resolved when it resolves (see
+// resolveServer), so that "localhost:6379" and "127.0.0.1:6379" name one
+// server. A server's function libraries, script cache, configuration and
+// pub/sub are shared by its shards.
 func server(sh Shard) string {
-	return strings.TrimSuffix(sh.Addr, dbSuffix(sh.Client.Options().DB))
+	addr := strings.TrimSuffix(sh.Addr, dbSuffix(sh.Client.Options().DB))
+	if srv, ok := resolveServer(addr); ok {
+		return srv
+	}
+	return addr
 }
 
 // shardClient prepares a shard's client: a refusal to set up its

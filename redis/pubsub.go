@@ -65,5 +65,5 @@ func (c *ShardedClient) SSubscribe(ctx context.Context, channels ...string) *gor
 // dialFanIn is the dialer of the pub/sub client: each go-redis pub/sub
 // connection is a fan-in over the shards.
 func (c *ShardedClient) dialFanIn(context.Context, string, string) (net.Conn, error) {
-	return pubsub.Dial(c.shards, pubsub.Clusters{Of: clusterClient, Slot: Slot}), nil
+	return pubsub.Dial(c.shards, pubsub.Clusters{Of: clusterClient, Slot: Slot, Server: server}), nil
 }

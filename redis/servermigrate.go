@@ -103,11 +103,7 @@ func newServerSide(v *view) (*serverSide, error) {
 		}
 	}
 	for i := range v.Len() {
-		srv := server(v.Shard(i))
-		if tcp, err := net.ResolveTCPAddr("tcp", srv); err == nil {
-			srv = tcp.String()
-		}
-		s.server[v.ID(i)] = srv
+		s.server[v.ID(i)] = server(v.Shard(i))
 	}
 	return s, nil
 }

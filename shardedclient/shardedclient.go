@@ -279,20 +279,22 @@ func (v *View[C]) Len() int { return len(v.shards) }
 // Shard returns shard i.
 func (v *View[C]) Shard(i int) Shard[C] { return v.shards[i] }
 
-// Fingerprint returns a 64-bit FNV-1a hash of the identities (ID) of v's
-// shards in order, shards leaving in a move included: views with the same
-// shard list in the same order give the same value, whatever their
-// ejections, and a change of the list (a shard added, removed, moved, or
-// the order changed) gives another, but for hash collisions. A backend
-// puts part of it in a cursor that names a shard by position, to refuse
-// the cursor once the positions mean other shards.
+// Fingerprint returns a 64-bit FNV-1a hash of v's shard list as it places
+// keys: each shard's identity (ID), name and weight, in order (shards
+// leaving in a move included), and whether a move is in progress. Views
+// that place keys alike give the same value, whatever their ejections; a
+// change of the list (a shard added, removed, moved, renamed or
+// re-weighted, the order changed, a move begun or ended) gives another, but
+// for hash collisions. A backend puts part of it in a cursor that names a
+// shard by position, to refuse the cursor once keys may have moved between
+// the shards it walks.
 func (v *View[C]) Fingerprint() uint64 {
 	v.fingerprint.once.Do(func() {
 		h := fnv.New64a()
-		for i := range v.Len() {
-			h.Write([]byte(v.ID(i)))
-			h.Write([]byte{0})
+		for i, sh := range v.shards {
+			fmt.Fprintf(h, "%s\x00%s\x00%d\x00", v.ID(i), sh.Name, sh.Weight)
 		}
+		fmt.Fprint(h, v.Moving())
 		v.fingerprint.sum = h.Sum64()
 	})
 	return v.fingerprint.sum

@@ -121,14 +121,18 @@ type placement struct {
 	unconfirmed int  // commands sent there that the shard has not confirmed
 }
 
-// Clusters tells the fan-in which shards are Redis Clusters. Its zero value
-// says none is.
+// Clusters tells the fan-in which shards are Redis Clusters, and which
+// share a server. Its zero value says none is a cluster, and that shards
+// share a server when their clients' addresses are the same string.
 type Clusters struct {
 	// Of returns the cluster client behind a shard's client, or nil for a
 	// shard that is one server.
 	Of func(*goredis.Client) *goredis.ClusterClient
 	// Slot returns the Redis Cluster hash slot of a shard channel.
 	Slot func(string) int
+	// Server names the server a shard reaches, whatever its DB: two shards
+	// of one server (two DBs) share a pattern subscription.
+	Server func(shardedclient.Shard[*goredis.Client]) string
 }
 
 // connKey names a subscription connection: the shard's identity (View.ID)
@@ -487,12 +491,21 @@ func (f *fanIn) targets(v *view, s *subscription) []*shardConn {
 	var out []*shardConn
 	servers := make(map[string]bool, v.Len())
 	for i := range v.Len() {
-		if o := v.Client(i).Options(); !v.Ejected(i) && !servers[o.Network+" "+o.Addr] {
-			servers[o.Network+" "+o.Addr] = true
+		if srv := f.server(v, i); !v.Ejected(i) && !servers[srv] {
+			servers[srv] = true
 			out = append(out, f.connect(v, i, s.key))
 		}
 	}
 	return out
+}
+
+// server names the server of shard i of v (see Clusters.Server).
+func (f *fanIn) server(v *view, i int) string {
+	if f.clusters.Server != nil {
+		return f.clusters.Server(v.Shard(i))
+	}
+	o := v.Client(i).Options()
+	return o.Network + " " + o.Addr
 }
 
 // connect returns the connection to shard i of v that holds k, opening it
