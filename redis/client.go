@@ -574,7 +574,7 @@ func newShardedClient(shards []Shard, h Health, p ring.Preset) (*ShardedClient, 
 	s.SetCloser(closeShardClient)
 	s.SetClosedErr(goredis.ErrClosed)
 	s.SetServerOf(serverKey)
-	c := &ShardedClient{shards: s}
+	c := &ShardedClient{shards: s, state: newServerState()}
 	c.router = newRouter(func(context.Context, string, string) (net.Conn, error) { return nil, errRouterDial })
 	c.pubsub = newRouter(c.dialFanIn)
 	c.router.AddHook(hook{c})

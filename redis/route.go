@@ -403,7 +403,9 @@ func isReplyError(err error) bool {
 // process runs one command: on its shard, or on several and merged.
 func (c *ShardedClient) process(ctx context.Context, cmd goredis.Cmder) error {
 	if stateful(cmd) { // before the view: see serverState
-		c.state.mu.RLock()
+		if err := c.state.enter(ctx); err != nil {
+			return err
+		}
 		defer c.state.done(cmd)
 	}
 	if err := c.errIfClosed(); err != nil {
@@ -457,7 +459,9 @@ func newGroups(shards int, counts []int) [][]goredis.Cmder {
 // reply and error; the first error in call order is returned.
 func (c *ShardedClient) processPipeline(ctx context.Context, cmds []goredis.Cmder) error {
 	if slices.ContainsFunc(cmds, stateful) { // before the view: see serverState
-		c.state.mu.RLock()
+		if err := c.state.enter(ctx); err != nil {
+			return setErrs(cmds, err)
+		}
 		defer c.state.done(cmds...)
 	}
 	if err := c.errIfClosed(); err != nil {

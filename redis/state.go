@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	goredis "github.com/redis/go-redis/v9"
+	"golang.org/x/sync/semaphore"
 
 	"github.com/shardedcache/shardedcache/redis/internal/commands"
 	"github.com/shardedcache/shardedcache/shardedclient"
@@ -21,12 +22,14 @@ import (
 // CONFIG SET. A shard that joins the list gets both before it serves a
 // command (see carry).
 type serverState struct {
-	// mu is held shared by the FUNCTION and CONFIG commands run through
-	// the client, from before they take their view until they end, and
-	// exclusively by a shard-list change while it copies and installs: a
-	// library loaded meanwhile is either copied or sent to the shard that
-	// joins.
-	mu sync.RWMutex
+	// use is held shared (one unit) by the FUNCTION and CONFIG commands
+	// run through the client, from before they take their view until they
+	// end, and exclusively (all of it) by a shard-list change while it
+	// copies and installs: a library loaded meanwhile is either copied or
+	// sent to the shard that joins. A command waits for it no longer than
+	// its context (a list change may wait on a slow joining shard); a
+	// waiting change holds back the commands that come after it.
+	use *semaphore.Weighted
 
 	recMu     sync.Mutex
 	functions bool           // a FUNCTION command ran through the client
@@ -51,11 +54,20 @@ func stateful(cmd goredis.Cmder) bool {
 	return false
 }
 
-// done records what cmds, which ran under s.mu held shared, did to the
-// state: a FUNCTION command, the parameters of a CONFIG SET that succeeded
-// on every shard. Then it releases s.mu.
+// stateUnits is the weight of serverState.use: a list change takes all.
+const stateUnits = 1 << 30
+
+func newServerState() serverState { return serverState{use: semaphore.NewWeighted(stateUnits)} }
+
+// enter takes s.use shared for a FUNCTION or CONFIG command, or returns
+// ctx's error if ctx ends first; done releases it.
+func (s *serverState) enter(ctx context.Context) error { return s.use.Acquire(ctx, 1) }
+
+// done records what cmds, which ran under s.use held shared (enter), did
+// to the state: a FUNCTION command, the parameters of a CONFIG SET that
+// succeeded on every shard. Then it releases s.use.
 func (s *serverState) done(cmds ...goredis.Cmder) {
-	defer s.mu.RUnlock()
+	defer s.use.Release(1)
 	s.recMu.Lock()
 	defer s.recMu.Unlock()
 	for _, cmd := range cmds {
@@ -98,15 +110,15 @@ func (s *serverState) done(cmds ...goredis.Cmder) {
 // name, never its value).
 func (s *serverState) carry(sc *shardedclient.Sharded[*goredis.Client], cur, next []Shard,
 	install func([]Shard, func(*view) error) error) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	_ = s.use.Acquire(context.Background(), stateUnits) // fails only when its context ends
+	defer s.use.Release(stateUnits)
 	var joining []int
 	for i, sh := range next {
 		if !slices.ContainsFunc(cur, func(c Shard) bool { return c.Addr == sh.Addr }) {
 			joining = append(joining, i)
 		}
 	}
-	// No command records anything meanwhile (done runs under s.mu shared).
+	// No command records anything meanwhile (done runs under s.use shared).
 	lib := library{n: -1}
 	if len(joining) > 0 && s.functions {
 		var err error

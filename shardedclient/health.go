@@ -306,7 +306,7 @@ func (v *View[C]) record(i int, err error, c Class) {
 	s := v.parent
 	s.event(v, EventFailure, i, err)
 	if s.health.Mode == EjectMode && n >= int64(s.health.FailureLimit) && !h.ejected.Load() {
-		s.eject(h, err)
+		s.ejectSoon(h, err)
 	}
 }
 
@@ -317,11 +317,28 @@ func (s *Sharded[C]) event(v *View[C], kind EventKind, i int, err error) {
 	}
 }
 
-// eject takes the shard of health record h out of the live ring and
-// schedules its retry.
-func (s *Sharded[C]) eject(h *shardHealth, cause error) {
-	s.mu.Lock()
+// ejectSoon ejects the shard of health record h (see eject) at once when
+// s.mu is free, else on a goroutine of its own once it is: a shard-list
+// change (SetShards, BeginMove) holds s.mu through its round trips to the
+// shards, and its own prepare step may be what reports the failure (a
+// joining shard that refuses it). The failing call does not wait for it.
+func (s *Sharded[C]) ejectSoon(h *shardHealth, cause error) {
+	if !s.mu.TryLock() {
+		go func() {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			s.eject(h, cause)
+		}()
+		return
+	}
 	defer s.mu.Unlock()
+	s.eject(h, cause)
+}
+
+// eject takes the shard of health record h out of the live ring and
+// schedules its retry; s.mu is held. A shard no longer in the list (a
+// joining shard whose list change failed) is left alone.
+func (s *Sharded[C]) eject(h *shardHealth, cause error) {
 	cur := s.view.Load()
 	i := cur.indexOfHealth(h)
 	if s.closed || i < 0 || h.ejected.Load() {
