@@ -67,12 +67,15 @@ func (v *View[C]) Track(p *Pending, key string) int {
 		}
 	}
 	if v.prev == nil {
-		return v.live.Locate(key)
+		to := v.live.Locate(key)
+		v.noteStandIn(key, to)
+		return to
 	}
 	from, to, moved := v.Moved(key)
 	if moved && !v.window.Remembered(key) && v.settled(key, from, to) {
 		p.moving = append(p.moving, MovingKey{Key: key, From: from, To: to})
 	}
+	v.noteStandIn(key, to)
 	return to
 }
 

@@ -61,6 +61,7 @@ type Sharded[C comparable] struct {
 	closer        func(C) error         // set by the backend (SetCloser); nil: io.Closer
 	closedErr     error                 // see SetClosedErr
 	serverOf      func(Shard[C]) string // see SetServerOf
+	cleaner       StandInCleaner[C]     // see SetStandInCleaner
 	closing       atomic.Bool           // Close has begun
 	rememberMoved bool                  // see RememberMoved
 
