@@ -121,7 +121,9 @@ func (c *ShardedClient) PrependContext(ctx context.Context, item *memcache.Item)
 // In a resharding window, for a key whose owner changes, it also fails with
 // memcache.ErrCASConflict, sending nothing, when item was not got in the
 // window through this client: its token is another server's (see
-// BeginResharding).
+// BeginResharding). Likewise across an ejection: while a stand-in serves
+// the key (its shard ejected), a token got before then is refused, and once
+// the shard is back, a token the stand-in handed out is.
 func (c *ShardedClient) CompareAndSwap(item *memcache.Item) error {
 	return c.CompareAndSwapContext(context.Background(), item)
 }
@@ -233,7 +235,7 @@ func (c *ShardedClient) GetMultiContext(ctx context.Context, keys []string) (map
 		return m.GetMulti(groups[j].Keys)
 	})
 	items := mergeInto(parts)
-	if st != nil {
+	if st != nil || v.HasStandIns() {
 		for k, it := range items {
 			it.CasID = st.casID(v, k, it.CasID)
 		}

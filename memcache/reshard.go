@@ -170,18 +170,30 @@ type window struct {
 	closed bool
 }
 
-// CAS tokens in a window (see BeginResharding). memcached numbers items with
-// a counter of its own, so a token is meaningful on its server only. For a
-// key whose owner changes in the window, the client hands out the server's
-// token (below 2^55: memcached's counter grows by one per write) with bit 63
-// set and the window's generation (window.gen) in bits 55 to 62:
-// CompareAndSwap of the key sends a token with the window's mark without
-// it, and refuses any other. Outside a window, and for keys that do not
-// move, a mark is taken off and the server's token sent.
+// CAS tokens. memcached numbers items with a counter of its own, so a token
+// is meaningful on its server only; a key's server changes in a resharding
+// window (see BeginResharding), and when its shard is ejected (a stand-in
+// serves it) or rejoins. A token the client hands out is the server's
+// (below 2^54: memcached's counter grows by one per write), marked (bit 63
+// set) in two cases:
+//   - in a window, for a key whose owner changes in it: the window's
+//     generation (window.gen) in bits 55 to 62, bit 54 clear;
+//   - for a key that a stand-in serves: the view's live epoch (ejections
+//     and rejoins so far, View.LiveEpoch) in bits 55 to 62, bit 54 set.
+//
+// CompareAndSwap sends the server's token without the mark, and refuses,
+// sending nothing (memcache.ErrCASConflict): a moving key's token without
+// its window's mark; a stand-in-served key's token without the mark of the
+// epoch it is served in; and a stand-in's mark for a key its own shard
+// serves again. A token from a key's own shard stays valid there across an
+// ejection (memcached's counter only grows), and an unmarked token (from
+// a client of GetShard) is sent as it is.
 const (
 	casMark     = 1 << 63
+	casStandIn  = 1 << 54
 	casGenShift = 55
-	casRaw      = 1<<casGenShift - 1 // the server's token
+	casRaw      = casStandIn - 1 // the server's token
+	casKind     = casMark | 0xff<<casGenShift | casStandIn
 )
 
 // acquire returns the current view and, when a window is open in it, the
@@ -198,30 +210,50 @@ func (c *ShardedClient) acquire() (*view, *window) {
 	return v, st
 }
 
-// casID returns the CAS token to hand out for key, read from its owner in v
-// with the server's token raw: marked when st is v's window and key moves in
-// it (0, no token, stays 0).
+// casID returns the CAS token to hand out for key, read from its server in
+// v with the server's token raw, in window st (nil: none, or not known for
+// sure): see casMark. 0, no token, stays 0.
 func (st *window) casID(v *view, key string, raw uint64) uint64 {
-	if st == nil || raw == 0 || raw > casRaw {
+	switch {
+	case raw == 0 || raw > casRaw || st == nil && !v.HasStandIns():
 		return raw
+	case moving(v, key):
+		if st == nil {
+			return raw
+		}
+		return raw | st.mark()
+	case v.StandIn(key):
+		return raw | standInMark(v)
 	}
-	if _, _, moved := v.Moved(key); !moved {
-		return raw
-	}
-	return raw | st.mark()
+	return raw
+}
+
+// moving reports whether key's owner changes in v's window.
+func moving(v *view, key string) bool {
+	_, _, moved := v.Moved(key)
+	return moved
 }
 
 // mark is the mark of st's tokens.
 func (st *window) mark() uint64 { return casMark | uint64(st.gen)<<casGenShift }
 
+// standInMark is the mark of the tokens that stand-ins hand out in v.
+func standInMark(v *view) uint64 {
+	return casMark | casStandIn | (v.LiveEpoch()&0xff)<<casGenShift
+}
+
 // serverToken returns the server's token to send for a CompareAndSwap of
 // key with the token id on v of window st, and false when it must fail (see
 // casMark): always, for a moving key, when st is not known for sure.
 func (st *window) serverToken(v *view, key string, id uint64) (uint64, bool) {
-	if _, _, moved := v.Moved(key); moved {
-		return id & casRaw, st != nil && id&^casRaw == st.mark()
-	}
-	if id&casMark != 0 {
+	switch {
+	case moving(v, key):
+		return id & casRaw, st != nil && id&casKind == st.mark()
+	case v.StandIn(key):
+		return id & casRaw, id&casKind == standInMark(v)
+	case id&(casMark|casStandIn) == casMark|casStandIn:
+		return 0, false // a stand-in's token: the key's own shard serves it again
+	case id&casMark != 0:
 		return id & casRaw, true
 	}
 	return id, true

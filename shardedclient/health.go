@@ -352,6 +352,7 @@ func (s *Sharded[C]) eject(h *shardHealth, cause error) {
 	}
 	// The view first: once Stats says ejected, no lookup still finds the
 	// shard.
+	s.liveEpoch.Add(1)
 	s.swap(cur.with(live), false)
 	h.ejected.Store(true)
 	h.ejections.Add(1)
@@ -411,6 +412,7 @@ func (s *Sharded[C]) retry(h *shardHealth) {
 		return
 	}
 	// The view first: once Stats says live again, lookups find the shard.
+	s.liveEpoch.Add(1)
 	s.swap(cur.with(live), false)
 	h.ejected.Store(false)
 	h.consecutive.Store(0)

@@ -62,6 +62,7 @@ type Sharded[C comparable] struct {
 	closedErr     error                 // see SetClosedErr
 	serverOf      func(Shard[C]) string // see SetServerOf
 	cleaner       StandInCleaner[C]     // see SetStandInCleaner
+	liveEpoch     atomic.Uint64         // ejections and rejoins so far (see View.LiveEpoch)
 	closing       atomic.Bool           // Close has begun
 	rememberMoved bool                  // see RememberMoved
 
@@ -179,6 +180,9 @@ type View[C comparable] struct {
 		once sync.Once
 		sum  uint64
 	}
+	// liveEpoch counts the ejections and rejoins before this view (see
+	// LiveEpoch).
+	liveEpoch uint64
 	// window is the move in progress in this view (BeginMove), else nil.
 	window *Window
 	// gates hold back the keys that recent moves change until the commands
@@ -265,7 +269,8 @@ func (v *View[C]) retire() {
 // for callbacks too (unpinned).)
 func (v *View[C]) next(edit func(*View[C])) *View[C] {
 	n := &View[C]{parent: v.parent, shards: v.shards, full: v.full, live: v.live, health: v.health,
-		prev: v.prev, prevIdx: v.prevIdx, window: v.window, gates: openGates(v.gates)}
+		prev: v.prev, prevIdx: v.prevIdx, window: v.window, gates: openGates(v.gates),
+		liveEpoch: v.parent.liveEpoch.Load()}
 	edit(n)
 	n.drained, n.unpinned = make(chan struct{}), make(chan struct{})
 	return n
