@@ -102,8 +102,11 @@ func redisStandIn(t *testing.T) standInCase {
 	}
 }
 
-func memcacheStandIn(t *testing.T) standInCase {
-	a, d := startRealMemcached(t), startRealMemcached(t)
+// memcachePair starts memcached servers a and d and a client over them
+// (shards "a" and "d"; EjectMode, FailureLimit 1, Timeout and RetryTimeout
+// 200 ms), closed at the end of the test, when a is resumed too (SIGCONT).
+func memcachePair(t *testing.T) (a, d *mcServer, c *shardedmc.ShardedClient) {
+	a, d = startRealMemcached(t), startRealMemcached(t)
 	t.Cleanup(func() { _ = a.proc.Signal(syscall.SIGCONT) })
 	c, err := shardedmc.NewShardedClient(&shardedmc.ShardedOptions{
 		Shards:  []shardedmc.ShardOptions{{Name: "a", Addr: a.addr}, {Name: "d", Addr: d.addr}},
@@ -114,6 +117,11 @@ func memcacheStandIn(t *testing.T) standInCase {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
+	return a, d, c
+}
+
+func memcacheStandIn(t *testing.T) standInCase {
+	a, d, c := memcachePair(t)
 	direct := gomemcache.New(d.addr)
 	t.Cleanup(func() { direct.Close() })
 	k := keyOwnedBy(func(k string) string { return c.GetShardInfo(k).Name }, "a")
@@ -158,17 +166,7 @@ func keyOwnedBy(owner func(string) string, name string) string {
 // read before a newer write overwrote it). A stand-in's token is good while
 // it stands in, and not once a is back.
 func TestMemcacheCASTokenAcrossEjection(t *testing.T) {
-	a, d := startRealMemcached(t), startRealMemcached(t)
-	c, err := shardedmc.NewShardedClient(&shardedmc.ShardedOptions{
-		Shards:  []shardedmc.ShardOptions{{Name: "a", Addr: a.addr}, {Name: "d", Addr: d.addr}},
-		Timeout: 200 * time.Millisecond,
-		Health:  shardedmc.Health{Mode: shardedclient.EjectMode, FailureLimit: 1, RetryTimeout: 200 * time.Millisecond},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	t.Cleanup(func() { _ = a.proc.Signal(syscall.SIGCONT) })
+	a, _, c := memcachePair(t)
 	k := keyOwnedBy(func(k string) string { return c.GetShardInfo(k).Name }, "a")
 	if err := c.Set(&gomemcache.Item{Key: k, Value: []byte("v1")}); err != nil {
 		t.Fatal(err)
