@@ -83,11 +83,8 @@ func split(ctx context.Context, v *view, cmd goredis.Cmder, r *keyShards) (*fano
 	}
 	for k, s := range f.owners {
 		p := &f.parts[f.slot[s]-1]
-		if pos := r.first + k*r.step; r.step == 1 { // MGET, DEL, ...: one store, not a slice copy
-			p.args = append(p.args, args[pos])
-		} else {
-			p.args = append(p.args, args[pos:pos+r.step]...)
-		}
+		pos := r.first + k*r.step
+		p.args = append(p.args, args[pos:pos+r.step]...)
 	}
 	for i := range f.parts {
 		p := &f.parts[i]

@@ -45,13 +45,7 @@ func stateful(cmd goredis.Cmder) bool {
 		return false
 	}
 	name, _ := commands.Arg(args[0])
-	switch len(name) { // most names differ in length: no case folding for them
-	case len("function"):
-		return strings.EqualFold(name, "function")
-	case len("config"):
-		return strings.EqualFold(name, "config")
-	}
-	return false
+	return strings.EqualFold(name, "function") || strings.EqualFold(name, "config")
 }
 
 // stateUnits is the weight of serverState.use: a list change takes all.
