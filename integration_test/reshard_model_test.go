@@ -237,8 +237,7 @@ func (m *redisModel) setShards() {
 
 // eject pauses the server of one shard until the client ejects it, writes
 // while it is out (its keys go to the live shards), and waits until it has
-// rejoined, flushed by OnRejoin, and the client has deleted the copies its
-// stand-ins hold of the keys used meanwhile that it owns again.
+// rejoined, flushed by OnRejoin.
 func (m *redisModel) eject() {
 	i := m.rng.IntN(len(m.list))
 	srv := m.list[i].server
@@ -249,7 +248,6 @@ func (m *redisModel) eject() {
 		}
 	}
 	m.tr.logf("eject shard %d (server %d)", i, srv)
-	standIns := map[string]int{} // key used while it was out -> the server that served it
 	ejectFor(m.t, m.c, m.direct[srv], i, 500*time.Millisecond, func() {
 		if m.c.GetShardInfo(anchor).Index == i {
 			m.fatalf("shard %d is ejected but still owns %s", i, anchor)
@@ -259,7 +257,6 @@ func (m *redisModel) eject() {
 			if m.owner(k) == srv {
 				m.fatalf("%s placed on the ejected server %d", k, srv)
 			}
-			standIns[k] = m.owner(k)
 			m.command(weighted(m.rng, []string{"set", "del", "get", "append"}, []int{3, 1, 1, 1}), k)
 		}
 		if !m.c.Stats()[i].Ejected {
@@ -273,18 +270,6 @@ func (m *redisModel) eject() {
 	}
 	m.tr.logf("shard %d (server %d) rejoined, flushed", i, srv)
 	m.store[srv] = map[string]string{}
-	for k, standIn := range standIns {
-		if m.owner(k) != srv {
-			continue // served by a live shard all along, not a stand-in
-		}
-		for deadline := time.Now().Add(10 * time.Second); m.direct[standIn].Exists(ctx, k).Val() != 0; time.Sleep(time.Millisecond) {
-			if time.Now().After(deadline) {
-				m.fatalf("the stand-in's copy of %s on server %d is still there 10 s after shard %d rejoined", k, standIn, i)
-			}
-		}
-		m.tr.logf("%s: the stand-in's copy on server %d deleted", k, standIn)
-		delete(m.store[standIn], k)
-	}
 }
 
 // begin opens a resharding window: the stale copies of the keys each

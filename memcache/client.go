@@ -2,7 +2,6 @@ package memcache
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"slices"
@@ -209,7 +208,6 @@ func newShardedClient(shards []Shard, h Health, p ring.Preset) (*ShardedClient, 
 		return c.moveKeys(ctx, v, nil, "", keys) // for GetShard
 	})
 	s.RememberMoved()
-	s.SetStandInCleaner(deleteStandIns)
 	s.SetServerOf(func(sh Shard) string {
 		if a, err := resolve(sh.Addr); err == nil {
 			return a.network + " " + a.str
@@ -217,21 +215,6 @@ func newShardedClient(shards []Shard, h Health, p ring.Preset) (*ShardedClient, 
 		return ""
 	})
 	return c, nil
-}
-
-// deleteStandIns is the client's shardedclient.StandInCleaner: a delete
-// of each key on shard i (a miss is no failure).
-func deleteStandIns(ctx context.Context, v *view, i int, keys []string) error {
-	m := v.Client(i)
-	for _, k := range keys {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		if err := v.Finish(ctx, i, m.Delete(k)); err != nil && !errors.Is(err, memcache.ErrCacheMiss) {
-			return err
-		}
-	}
-	return nil
 }
 
 // SetShards replaces the shard list at run time (add, remove, re-weight,

@@ -178,8 +178,9 @@ type window struct {
 // set) in two cases:
 //   - in a window, for a key whose owner changes in it: the window's
 //     generation (window.gen) in bits 55 to 62, bit 54 clear;
-//   - for a key that a stand-in serves: the view's live epoch (ejections
-//     and rejoins so far, View.LiveEpoch) in bits 55 to 62, bit 54 set.
+//   - for a key that a stand-in serves (whether it moves in a window or
+//     not): the view's live epoch (ejections, rejoins and shard-list
+//     changes so far, View.LiveEpoch) in bits 55 to 62, bit 54 set.
 //
 // CompareAndSwap sends the server's token without the mark, and refuses,
 // sending nothing (memcache.ErrCASConflict): a moving key's token without
@@ -217,13 +218,13 @@ func (st *window) casID(v *view, key string, raw uint64) uint64 {
 	switch {
 	case raw == 0 || raw > casRaw || st == nil && !v.HasStandIns():
 		return raw
+	case v.StandIn(key): // first: a stand-in's token, moving or not, is good on it only
+		return raw | standInMark(v)
 	case moving(v, key):
 		if st == nil {
 			return raw
 		}
 		return raw | st.mark()
-	case v.StandIn(key):
-		return raw | standInMark(v)
 	}
 	return raw
 }
@@ -247,10 +248,10 @@ func standInMark(v *view) uint64 {
 // casMark): always, for a moving key, when st is not known for sure.
 func (st *window) serverToken(v *view, key string, id uint64) (uint64, bool) {
 	switch {
-	case moving(v, key):
-		return id & casRaw, st != nil && id&casKind == st.mark()
 	case v.StandIn(key):
 		return id & casRaw, id&casKind == standInMark(v)
+	case moving(v, key):
+		return id & casRaw, st != nil && id&casKind == st.mark()
 	case id&(casMark|casStandIn) == casMark|casStandIn:
 		return 0, false // a stand-in's token: the key's own shard serves it again
 	case id&casMark != 0:

@@ -304,17 +304,6 @@ func sameServer(shards []Shard) error {
 	return nil
 }
 
-// unlinkStandIns is the client's shardedclient.StandInCleaner: UNLINK of
-// keys on shard i, 1,000 per command.
-func unlinkStandIns(ctx context.Context, v *view, i int, keys []string) error {
-	for batch := range slices.Chunk(keys, 1000) {
-		if err := v.Finish(ctx, i, v.Client(i).Unlink(ctx, batch...).Err()); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // serverKey returns the server and DB that sh reaches, its host name
 // resolved ("127.0.0.1:6379/0"), or "" for a Sentinel group or a Redis
 // Cluster (their string is their identity), a Unix socket, or a name that
@@ -585,7 +574,6 @@ func newShardedClient(shards []Shard, h Health, p ring.Preset) (*ShardedClient, 
 	s.SetCloser(closeShardClient)
 	s.SetClosedErr(goredis.ErrClosed)
 	s.SetServerOf(serverKey)
-	s.SetStandInCleaner(unlinkStandIns)
 	c := &ShardedClient{shards: s, state: newServerState()}
 	c.router = newRouter(func(context.Context, string, string) (net.Conn, error) { return nil, errRouterDial })
 	c.pubsub = newRouter(c.dialFanIn)

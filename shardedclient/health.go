@@ -184,7 +184,6 @@ type shardHealth struct {
 	mu    sync.Mutex
 	timer *time.Timer // the pending retry of an ejected shard
 
-	standIns standIns // this shard's keys used on stand-ins while it is ejected
 }
 
 func (h *shardHealth) stopTimer() {
@@ -417,13 +416,6 @@ func (s *Sharded[C]) retry(h *shardHealth) {
 	h.ejected.Store(false)
 	h.consecutive.Store(0)
 	s.event(cur, EventRejoined, i, nil)
-	if s.cleaner != nil {
-		s.wg.Add(1) // s.mu is held: before Close's Wait
-		go func() {
-			defer s.wg.Done()
-			s.cleanStandIns(cur, h)
-		}()
-	}
 }
 
 // probe runs f (a probe or the rejoin hook) on client within ProbeTimeout;

@@ -67,15 +67,12 @@ func (v *View[C]) Track(p *Pending, key string) int {
 		}
 	}
 	if v.prev == nil {
-		to := v.live.Locate(key)
-		v.noteStandIn(key, to)
-		return to
+		return v.live.Locate(key)
 	}
 	from, to, moved := v.Moved(key)
 	if moved && !v.window.Remembered(key) && v.settled(key, from, to) {
 		p.moving = append(p.moving, MovingKey{Key: key, From: from, To: to})
 	}
-	v.noteStandIn(key, to)
 	return to
 }
 

@@ -100,6 +100,7 @@ func (s *Sharded[C]) nextView(shards []Shard[C]) (cur, next *View[C], err error)
 	if cur.prev != nil {
 		return nil, nil, ErrMoveInProgress
 	}
+	s.liveEpoch.Add(1) // the list changes which shard stands in for which
 	next, err = s.newView(shards, cur)
 	if err == nil {
 		next.gates = openGates(cur.gates) // a key a recent move changed still waits

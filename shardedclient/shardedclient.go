@@ -61,8 +61,7 @@ type Sharded[C comparable] struct {
 	closer        func(C) error         // set by the backend (SetCloser); nil: io.Closer
 	closedErr     error                 // see SetClosedErr
 	serverOf      func(Shard[C]) string // see SetServerOf
-	cleaner       StandInCleaner[C]     // see SetStandInCleaner
-	liveEpoch     atomic.Uint64         // ejections and rejoins so far (see View.LiveEpoch)
+	liveEpoch     atomic.Uint64         // ejections, rejoins and list changes so far (see View.LiveEpoch)
 	closing       atomic.Bool           // Close has begun
 	rememberMoved bool                  // see RememberMoved
 
@@ -180,8 +179,8 @@ type View[C comparable] struct {
 		once sync.Once
 		sum  uint64
 	}
-	// liveEpoch counts the ejections and rejoins before this view (see
-	// LiveEpoch).
+	// liveEpoch counts the ejections, rejoins and list changes before this
+	// view (see LiveEpoch).
 	liveEpoch uint64
 	// window is the move in progress in this view (BeginMove), else nil.
 	window *Window
