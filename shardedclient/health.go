@@ -318,13 +318,14 @@ func (s *Sharded[C]) event(v *View[C], kind EventKind, i int, err error) {
 	}
 }
 
-// ejectSoon ejects the shard of health record h (see eject) at once when
-// s.mu is free, else on a goroutine of its own once it is: a shard-list
-// change (SetShards, BeginMove) holds s.mu through its round trips to the
-// shards, and its own prepare step may be what reports the failure (a
-// joining shard that refuses it). The failing call does not wait for it.
+// ejectSoon ejects the shard of health record h (see eject) before it
+// returns, unless a shard-list change is preparing its new view: that
+// holds s.mu through its round trips to the shards (see preparing), and
+// its own prepare step may be what reports the failure (a joining shard
+// that refuses it). Then the ejection runs on a goroutine of its own once
+// s.mu is free, and the failing call does not wait for it.
 func (s *Sharded[C]) ejectSoon(h *shardHealth, cause error) {
-	if !s.mu.TryLock() {
+	if s.changing.Load() {
 		go func() {
 			s.mu.Lock()
 			defer s.mu.Unlock()
@@ -332,8 +333,17 @@ func (s *Sharded[C]) ejectSoon(h *shardHealth, cause error) {
 		}()
 		return
 	}
+	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.eject(h, cause)
+}
+
+// preparing runs a shard-list change's prepare step on v, its new view,
+// with s.mu held (see ejectSoon).
+func (s *Sharded[C]) preparing(prepare func(*View[C]) error, v *View[C]) error {
+	s.changing.Store(true)
+	defer s.changing.Store(false)
+	return prepare(v)
 }
 
 // eject takes the shard of health record h out of the live ring and

@@ -138,7 +138,7 @@ func (s *Sharded[C]) BeginMove(shards []Shard[C], prepare func(*View[C]) error) 
 	// ring has every shard live, and ejections during the move leave it.
 	v.prev = rejoinAll(cur.live)
 	if prepare != nil {
-		if err := prepare(v); err != nil {
+		if err := s.preparing(prepare, v); err != nil {
 			return err
 		}
 	}

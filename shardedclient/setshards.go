@@ -37,7 +37,7 @@ func (s *Sharded[C]) SetShardsPrepared(shards []Shard[C], prepare func(*View[C])
 		return err
 	}
 	if prepare != nil {
-		if err := prepare(v); err != nil {
+		if err := s.preparing(prepare, v); err != nil {
 			return err
 		}
 	}

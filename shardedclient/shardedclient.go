@@ -62,6 +62,7 @@ type Sharded[C comparable] struct {
 	closedErr     error                 // see SetClosedErr
 	serverOf      func(Shard[C]) string // see SetServerOf
 	liveEpoch     atomic.Uint64         // ejections, rejoins and list changes so far (see View.LiveEpoch)
+	changing      atomic.Bool           // a list change prepares its view, s.mu held (see ejectSoon)
 	closing       atomic.Bool           // Close has begun
 	rememberMoved bool                  // see RememberMoved
 
