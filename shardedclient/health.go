@@ -183,7 +183,6 @@ type shardHealth struct {
 
 	mu    sync.Mutex
 	timer *time.Timer // the pending retry of an ejected shard
-
 }
 
 func (h *shardHealth) stopTimer() {

@@ -120,12 +120,9 @@ func (s *Sharded[C]) BeginMove(shards []Shard[C], prepare func(*View[C]) error) 
 	}
 	// Append the shards that leave, and map the old ring's indices.
 	v.prevIdx = make([]int, len(cur.shards))
-	respelled := s.respelled(cur, v.full, v.shards)
+	matched := s.match(cur, v.full, v.shards)
 	for i, sh := range cur.shards {
-		j := v.full.Index(cur.ID(i))
-		if j < 0 {
-			j = respelled[i]
-		}
+		j := matched[i]
 		if j < 0 {
 			j = len(v.shards)
 			v.shards = append(v.shards, sh)
@@ -154,17 +151,16 @@ func (s *Sharded[C]) BeginMove(shards []Shard[C], prepare func(*View[C]) error) 
 	return nil
 }
 
-// respelled maps each shard of cur whose ID next (a ring of the shards
-// nextShards) lacks to the shard of next that reaches the same server (see
-// SetServerOf), or to -1: one server under an address written another way
-// ("localhost:6379" for "127.0.0.1:6379") is the same shard, whose keys
-// stay where they are.
-func (s *Sharded[C]) respelled(cur *View[C], next *ring.Ring, nextShards []Shard[C]) []int {
+// match maps each shard of cur to the same shard of next (a ring of the
+// shards nextShards), or to -1 for one that leaves: the shard with its ID,
+// else the one that reaches the same server (see SetServerOf), since one
+// server under an address written another way ("localhost:6379" for
+// "127.0.0.1:6379") is the same shard, whose keys stay where they are.
+func (s *Sharded[C]) match(cur *View[C], next *ring.Ring, nextShards []Shard[C]) []int {
 	out := make([]int, cur.Len())
 	var byServer map[string]int // built on first use: it resolves names
 	for i := range out {
-		out[i] = -1
-		if s.serverOf == nil || next.Index(cur.ID(i)) >= 0 {
+		if out[i] = next.Index(cur.ID(i)); out[i] >= 0 || s.serverOf == nil {
 			continue
 		}
 		if byServer == nil {
@@ -358,11 +354,11 @@ func (v *View[C]) Plan(nodes []ring.Node) (ring.Diff, error) {
 		shards[j] = Shard[C]{Name: n.Name, Addr: n.Addr, Weight: n.Weight}
 	}
 	same := make([]int, len(nodes)) // a node of target -> the same shard of v, or -1
-	for j := range nodes {
-		same[j] = v.live.Index(target.ID(j))
+	for j := range same {
+		same[j] = -1
 	}
-	for i, j := range v.parent.respelled(v, target, shards) {
-		if j >= 0 && same[j] < 0 && i < v.live.Len() { // not a shard a move removes
+	for i, j := range v.parent.match(v, target, shards) {
+		if j >= 0 && i < v.live.Len() { // not a shard a move removes
 			same[j] = i
 		}
 	}
