@@ -50,6 +50,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/shardedcache/shardedcache/internal/workers"
+	"github.com/shardedcache/shardedcache/ring"
 	shardedmc "github.com/shardedcache/shardedcache/memcache"
 	shardedredis "github.com/shardedcache/shardedcache/redis"
 	"github.com/shardedcache/shardedcache/shardedclient"
@@ -204,8 +205,9 @@ func (w workload) run(b *testing.B) {
 		a, t := index(pair[0]), index(pair[1])
 		for _, m := range w.ratioOf {
 			var r float64
-			if m == "p50" {
-				r = float64(percentile(lat[a], 50)) / float64(percentile(lat[t], 50))
+			if p, ok := strings.CutPrefix(m, "p"); ok {
+				n, _ := strconv.Atoi(p)
+				r = float64(percentile(lat[a], n)) / float64(percentile(lat[t], n))
 			} else {
 				perRound := make([]float64, len(rounds[a]))
 				for i := range perRound {
@@ -272,10 +274,47 @@ type speedRedis struct {
 	plain    *goredis.Client // on the first server
 	sharded1 *shardedredis.ShardedClient
 	sharded4 *shardedredis.ShardedClient
+	// shardedAP is sharded4 with autopipelining: AutoPipelineOptions in
+	// its shards' options.
+	shardedAP *shardedredis.ShardedClient
+	// routerAP is sharded4's own AutoPipeline().
+	routerAP *goredis.AutoPipeliner
 	ring     *goredis.Ring
 	floor    *handSplit[*goredis.Client] // on sharded4's shard clients
+	// apFloor is the floor of autopipelining over four servers: one
+	// go-redis AutoPipeline() per server, a key's found by placement (the
+	// ring of sharded4), nothing else.
+	apFloor *apFloor
 	speedKeyset
 }
+
+// apFloor runs a command on the autopipeliner of its key's server.
+type apFloor struct {
+	place   *ring.Ring
+	clients []*goredis.Client
+	aps     []*goredis.AutoPipeliner
+}
+
+func newAPFloor(b *testing.B, addrs []string, place *ring.Ring) *apFloor {
+	f := &apFloor{place: place}
+	for _, a := range addrs {
+		c := goredis.NewClient(&goredis.Options{Addr: a})
+		ap, err := c.AutoPipeline()
+		if err != nil {
+			b.Fatal(err)
+		}
+		f.clients, f.aps = append(f.clients, c), append(f.aps, ap)
+	}
+	b.Cleanup(func() {
+		for _, c := range f.clients {
+			c.Close()
+		}
+	})
+	return f
+}
+
+// of returns the autopipeliner of key's server.
+func (f *apFloor) of(key string) *goredis.AutoPipeliner { return f.aps[f.place.Locate(key)] }
 
 func newSpeedRedis(b *testing.B) *speedRedis {
 	procs := sharedRedis(b, 4)
@@ -305,12 +344,21 @@ func newSpeedRedis(b *testing.B) *speedRedis {
 	if r.sharded4, err = shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: shards}); err != nil {
 		b.Fatal(err)
 	}
+	if r.shardedAP, err = shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: shards,
+		Options: &goredis.Options{AutoPipelineOptions: goredis.DefaultBlockingAutoPipelineOptions()}}); err != nil {
+		b.Fatal(err)
+	}
+	if r.routerAP, err = r.sharded4.AutoPipeline(); err != nil {
+		b.Fatal(err)
+	}
 	r.ring = goredis.NewRing(&goredis.RingOptions{Addrs: ringAddrs})
 	r.floor = newHandSplit(r.speedKeyset, r.sharded4.Shards(), func(k string) int { return r.sharded4.GetShardInfo(k).Index })
+	r.apFloor = newAPFloor(b, r.addrs, r.sharded4.Ring())
 	b.Cleanup(func() {
 		r.plain.Close()
 		r.sharded1.Close()
 		r.sharded4.Close()
+		r.shardedAP.Close()
 		r.ring.Close()
 	})
 	return r
@@ -326,6 +374,12 @@ func (ks speedKeyset) key(i int) string { return ks[i%len(ks)] }
 func (ks speedKeyset) keys100(i int) []string {
 	from := ks.from(i)
 	return ks[from : from+100]
+}
+
+// keys10 returns the 10 keys of operation i.
+func (ks speedKeyset) keys10(i int) []string {
+	from := (i * 10) % (len(ks) - 10)
+	return ks[from : from+10]
 }
 
 // from returns the index of the first of the 100 keys of operation i.
@@ -399,6 +453,24 @@ func (h *handSplit[C]) run(i int, call func(j int, c C, keys []string) error) er
 
 func getErr(c goredis.Cmdable, key string) error { return c.Get(ctx, key).Err() }
 
+func setErr(c goredis.Cmdable, key string) error { return c.Set(ctx, key, "speed-value", 0).Err() }
+
+// concurrent are the contenders of a single-key workload at many
+// goroutines: op runs the command on a client.
+func (r *speedRedis) concurrent(op func(c goredis.Cmdable, key string) error) []contender {
+	return []contender{
+		{"ring", func(i int) error { return op(r.ring, r.key(i)) }},
+		{"sharded4", func(i int) error { return op(r.sharded4, r.key(i)) }},
+		{"floorAP", func(i int) error { k := r.key(i); return op(r.apFloor.of(k), k) }},
+		{"shardedAP", func(i int) error { return op(r.shardedAP, r.key(i)) }},
+		{"routerAP", func(i int) error { return op(r.routerAP, r.key(i)) }},
+	}
+}
+
+// concurrentRatios are the ratios of the many-goroutine workloads.
+var concurrentRatios = [][2]string{{"shardedAP", "ring"}, {"shardedAP", "floorAP"}, {"floorAP", "ring"},
+	{"sharded4", "ring"}, {"routerAP", "ring"}}
+
 func pipelineGets(c goredis.Cmdable, keys []string) error {
 	cmds, err := c.Pipelined(ctx, func(p goredis.Pipeliner) error {
 		for _, k := range keys {
@@ -435,10 +507,12 @@ func BenchmarkSpeed(b *testing.B) {
 				{"sharded1", func(i int) error { return getErr(r.sharded1, r.key(i)) }},
 				{"sharded4", func(i int) error { return getErr(r.sharded4, r.key(i)) }},
 				{"ring", func(i int) error { return getErr(r.ring, r.key(i)) }},
+				{"shardedAP", func(i int) error { return getErr(r.shardedAP, r.key(i)) }},
 			},
 			chunk:   200,
-			ratios:  [][2]string{{"sharded1", "plain"}, {"sharded4", "ring"}},
-			ratioOf: []string{"ns", "cpu", "allocs"},
+			latency: true,
+			ratios:  [][2]string{{"sharded1", "plain"}, {"sharded4", "ring"}, {"shardedAP", "sharded4"}},
+			ratioOf: []string{"ns", "cpu", "allocs", "p50"},
 		}},
 		{"GET-32-goroutines", workload{
 			contenders: []contender{
@@ -451,10 +525,48 @@ func BenchmarkSpeed(b *testing.B) {
 			ratios:     [][2]string{{"sharded4", "ring"}, {"sharded4", "plain"}},
 			ratioOf:    []string{"ops/s", "cpu"},
 		}},
+		{"GET-64-goroutines", workload{
+			contenders: r.concurrent(getErr),
+			chunk:      20,
+			goroutines: 64,
+			latency:    true,
+			ratios:     concurrentRatios,
+			ratioOf:    []string{"ops/s", "cpu", "p99"},
+		}},
+		{"GET-8-goroutines", workload{
+			contenders: r.concurrent(getErr),
+			chunk:      40,
+			goroutines: 8,
+			latency:    true,
+			ratios:     concurrentRatios,
+			ratioOf:    []string{"ops/s", "cpu", "p50"},
+		}},
+		{"SET-64-goroutines", workload{
+			contenders: r.concurrent(setErr),
+			chunk:      20,
+			goroutines: 64,
+			latency:    true,
+			ratios:     concurrentRatios,
+			ratioOf:    []string{"ops/s", "cpu", "p99"},
+		}},
+		{"MGET-10-64-goroutines", workload{
+			contenders: []contender{
+				{"ring", func(i int) error { return pipelineGets(r.ring, r.keys10(i)) }}, // Ring has no cross-shard MGET
+				{"sharded4", func(i int) error { return mgetErr(r.sharded4, r.keys10(i)) }},
+				{"shardedAP", func(i int) error { return mgetErr(r.shardedAP, r.keys10(i)) }},
+				{"routerAP", func(i int) error { return mgetErr(r.routerAP, r.keys10(i)) }},
+			},
+			chunk:      10,
+			goroutines: 64,
+			latency:    true,
+			ratios:     [][2]string{{"shardedAP", "ring"}, {"sharded4", "ring"}, {"routerAP", "ring"}},
+			ratioOf:    []string{"ops/s", "cpu", "p99"},
+		}},
 		{"MGET-100", workload{
 			contenders: []contender{
 				{"plain", func(i int) error { return mgetErr(r.plain, r.keys100(i)) }},
 				{"sharded4", func(i int) error { return mgetErr(r.sharded4, r.keys100(i)) }},
+				{"shardedAP", func(i int) error { return mgetErr(r.shardedAP, r.keys100(i)) }},
 				{"ring", func(i int) error { return pipelineGets(r.ring, r.keys100(i)) }}, // Ring has no cross-shard MGET
 				{"floor", func(i int) error {
 					return r.floor.run(i, func(_ int, c *goredis.Client, keys []string) error { return mgetErr(c, keys) })
@@ -462,13 +574,14 @@ func BenchmarkSpeed(b *testing.B) {
 			},
 			chunk:   40,
 			latency: true,
-			ratios:  [][2]string{{"sharded4", "ring"}, {"sharded4", "plain"}, {"sharded4", "floor"}, {"floor", "ring"}},
+			ratios:  [][2]string{{"sharded4", "ring"}, {"sharded4", "plain"}, {"sharded4", "floor"}, {"floor", "ring"}, {"shardedAP", "floor"}},
 			ratioOf: []string{"p50", "cpu", "allocs"},
 		}},
 		{"Pipeline-100-GETs", workload{
 			contenders: []contender{
 				{"plain", func(i int) error { return pipelineGets(r.plain, r.keys100(i)) }},
 				{"sharded4", func(i int) error { return pipelineGets(r.sharded4, r.keys100(i)) }},
+				{"shardedAP", func(i int) error { return pipelineGets(r.shardedAP, r.keys100(i)) }},
 				{"ring", func(i int) error { return pipelineGets(r.ring, r.keys100(i)) }},
 				{"floor", func(i int) error {
 					// The commands are queued first, on the caller, as one
@@ -492,7 +605,7 @@ func BenchmarkSpeed(b *testing.B) {
 			},
 			chunk:   40,
 			latency: true,
-			ratios:  [][2]string{{"sharded4", "ring"}, {"sharded4", "plain"}, {"sharded4", "floor"}, {"floor", "ring"}},
+			ratios:  [][2]string{{"sharded4", "ring"}, {"sharded4", "plain"}, {"sharded4", "floor"}, {"floor", "ring"}, {"shardedAP", "floor"}},
 			ratioOf: []string{"p50", "cpu", "allocs"},
 		}},
 	} {

@@ -56,6 +56,17 @@ type ShardOptions struct {
 	// MaintNotificationsConfig left nil means maintenance notifications
 	// disabled (maintnotifications.ModeDisabled), not go-redis's ModeAuto:
 	// see maintDefault.
+	//
+	// AutoPipelineOptions set (here, in Failover's options, or for every
+	// shard in ShardedOptions.Options) turns on autopipelining for the
+	// shard: what the sharded client sends to it is coalesced with other
+	// goroutines' commands for it, in batches of go-redis's engine
+	// (Client.AutoPipeline) configured by these options
+	// (redis.DefaultBlockingAutoPipelineOptions() is a good start). Off by
+	// default: it pays at many concurrent callers and costs a little at
+	// few (see the package documentation, "Autopipelining"). Invalid
+	// options are refused by AutoPipelineOptions.Validate's error. A
+	// cluster shard keeps its cluster client's plain path.
 	Options *goredis.Options
 	// Failover makes the shard a Sentinel-managed master/replica group
 	// (redis.NewFailoverClient): a dead master is replaced by promotion
@@ -352,6 +363,9 @@ func (b *builder) shard(so ShardOptions, reuse []Shard) (Shard, error) {
 		if so.Failover.MasterName == "" || len(so.Failover.SentinelAddrs) == 0 {
 			return Shard{}, errors.New("Failover needs a MasterName and SentinelAddrs")
 		}
+		if err := checkAutoPipeline(so.Failover.AutoPipelineOptions); err != nil {
+			return Shard{}, err
+		}
 		fo := *so.Failover
 		sh.Client = b.client(reuse, sh, fo, func() *goredis.Client {
 			built := fo
@@ -368,7 +382,7 @@ func (b *builder) shard(so ShardOptions, reuse []Shard) (Shard, error) {
 	}
 	retryDefaults(&o)
 	maintDefault(&o)
-	if err := checkAddr(&o); err != nil {
+	if err := cmp.Or(checkAddr(&o), checkAutoPipeline(o.AutoPipelineOptions)); err != nil {
 		return Shard{}, err
 	}
 	sh.Client = b.client(reuse, sh, o, func() *goredis.Client {
@@ -889,30 +903,55 @@ func addStats(dst, s *goredis.PoolStats) {
 // statistics type, which cannot be named here).
 func zeroOf[T any](*T) *T { return new(T) }
 
-// ErrAutoPipelineUnsupported is returned by the AutoPipeline methods, as by
-// go-redis's Ring.
+// ErrAutoPipelineUnsupported was returned by the AutoPipeline methods, as by
+// go-redis's Ring, before they were supported; nothing returns it now.
+//
+// Deprecated: the AutoPipeline methods return a working *redis.AutoPipeliner.
 var ErrAutoPipelineUnsupported = errors.New("shardedcache: AutoPipeline is not supported on a sharded client; use Pipelined")
 
-// AutoPipeline is not supported; it returns ErrAutoPipelineUnsupported.
+// AutoPipeline returns the client's blocking autopipeliner (go-redis's
+// *redis.AutoPipeliner, as Client.AutoPipeline): each command call blocks
+// until its command has run, while commands that other goroutines send
+// through it meanwhile are sent with it as one pipeline of the sharded
+// client (Pipelined): split by shard, one round trip per shard, the shards
+// in parallel, each command with its own reply and error. Its options are
+// those of AutoPipelineWithOptions(nil). One instance is kept and shared;
+// Close closes it. Its typed commands, Do, Pipelined, TxPipelined and
+// Process run as the sharded client's do; its Watch, Subscribe,
+// PSubscribe and SSubscribe fail (they would need a connection of its own:
+// use the sharded client's), and its PoolStats are empty.
+//
+// To coalesce commands per shard without changing the calls, set
+// AutoPipelineOptions in the shards' options instead (see
+// ShardOptions.Options): then every command of the sharded client is
+// autopipelined, with no autopipeliner to hold.
 func (c *ShardedClient) AutoPipeline() (*goredis.AutoPipeliner, error) {
-	return nil, ErrAutoPipelineUnsupported
+	return c.AutoPipelineWithOptions(nil)
 }
 
-// AutoPipelineWithOptions is not supported; it returns
-// ErrAutoPipelineUnsupported.
-func (c *ShardedClient) AutoPipelineWithOptions(*goredis.AutoPipelineOptions) (*goredis.AutoPipeliner, error) {
-	return nil, ErrAutoPipelineUnsupported
+// AutoPipelineWithOptions is AutoPipeline with opt, which nil makes
+// ShardedOptions.Options.AutoPipelineOptions, or go-redis's
+// DefaultBlockingAutoPipelineOptions. The first call's options win. It
+// returns redis.ErrClosed after Close, an error for FullDuplex (the
+// sharded client has no connection of its own to hold) and
+// AutoPipelineOptions.Validate's error.
+func (c *ShardedClient) AutoPipelineWithOptions(opt *goredis.AutoPipelineOptions) (*goredis.AutoPipeliner, error) {
+	return c.routerEngine(opt, c.router.AutoPipelineWithOptions)
 }
 
-// AsyncAutoPipeline is not supported; it returns ErrAutoPipelineUnsupported.
+// AsyncAutoPipeline returns the client's deferred autopipeliner (as
+// Client.AsyncAutoPipeline): command calls return at once, and reading a
+// command's result waits until it has run; commands are sent as in
+// AutoPipeline. Its options are those of AsyncAutoPipelineWithOptions(nil).
 func (c *ShardedClient) AsyncAutoPipeline() (*goredis.AutoPipeliner, error) {
-	return nil, ErrAutoPipelineUnsupported
+	return c.AsyncAutoPipelineWithOptions(nil)
 }
 
-// AsyncAutoPipelineWithOptions is not supported; it returns
-// ErrAutoPipelineUnsupported.
-func (c *ShardedClient) AsyncAutoPipelineWithOptions(*goredis.AutoPipelineOptions) (*goredis.AutoPipeliner, error) {
-	return nil, ErrAutoPipelineUnsupported
+// AsyncAutoPipelineWithOptions is AsyncAutoPipeline with opt, which nil
+// makes ShardedOptions.Options.AutoPipelineOptions, or go-redis's
+// DefaultAutoPipelineOptions; its errors are AutoPipelineWithOptions's.
+func (c *ShardedClient) AsyncAutoPipelineWithOptions(opt *goredis.AutoPipelineOptions) (*goredis.AutoPipeliner, error) {
+	return c.routerEngine(opt, c.router.AsyncAutoPipelineWithOptions)
 }
 
 // ShardOptions returns a copy of the go-redis options of every shard's

@@ -126,9 +126,11 @@ func onNode(c *goredis.Client, fn func(*goredis.Client)) {
 	fn(c)
 }
 
-// closeShardClient closes shard client c and, for a cluster shard, its
-// cluster client, which it then forgets.
+// closeShardClient closes shard client c (its autopipelining engines
+// forgotten) and, for a cluster shard, its cluster client, which it then
+// forgets.
 func closeShardClient(c *goredis.Client) error {
+	autopipelined.Delete(c)
 	err := c.Close()
 	if f := clusterOf(c); f != nil {
 		clusters.Delete(c)

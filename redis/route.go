@@ -424,7 +424,7 @@ func (c *ShardedClient) process(ctx context.Context, cmd goredis.Cmder) error {
 		r.shard = anyShard(v)
 	}
 	if r.shard >= 0 {
-		return v.Finish(ctx, r.shard, v.Client(r.shard).Process(ctx, cmd))
+		return v.Finish(ctx, r.shard, send(ctx, v.Client(r.shard), cmd))
 	}
 	p, err := planOf(ctx, v, cmd, &r)
 	if err != nil {
@@ -432,7 +432,7 @@ func (c *ShardedClient) process(ctx context.Context, cmd goredis.Cmder) error {
 	}
 	groups := newGroups(v.Len(), p.counts(make([]int, v.Len())))
 	p.addTo(groups)
-	execGroups(ctx, v, groups)
+	sendGroups(ctx, v, groups)
 	return p.merge()
 }
 
@@ -512,7 +512,7 @@ func (c *ShardedClient) processPipeline(ctx context.Context, cmds []goredis.Cmde
 			next++
 		}
 	}
-	execGroups(ctx, v, groups)
+	sendGroups(ctx, v, groups)
 	for _, p := range plans {
 		_ = p.merge()
 	}
@@ -559,10 +559,15 @@ func (c *ShardedClient) processTx(ctx context.Context, cmds []goredis.Cmder) err
 }
 
 // execGroups runs groups[i] on shard i, the shards in parallel: one command
-// alone, several as a pipeline. The last shard's group runs on the calling
-// goroutine, the others each on a worker (see workers.Go): one shard needs
-// none.
+// alone, several as a pipeline (execGroup).
 func execGroups(ctx context.Context, v *view, groups [][]goredis.Cmder) {
+	eachGroup(ctx, v, groups, execGroup)
+}
+
+// eachGroup calls run for each shard i with a group, the shards in
+// parallel. The last shard's group runs on the calling goroutine, the
+// others each on a worker (see workers.Go): one shard needs none.
+func eachGroup(ctx context.Context, v *view, groups [][]goredis.Cmder, run func(context.Context, *view, int, []goredis.Cmder)) {
 	var wg sync.WaitGroup
 	last := -1
 	for i, g := range groups {
@@ -574,13 +579,13 @@ func execGroups(ctx context.Context, v *view, groups [][]goredis.Cmder) {
 			wg.Add(1)
 			workers.Go(func() {
 				defer wg.Done()
-				execGroup(ctx, v, j, groups[j])
+				run(ctx, v, j, groups[j])
 			})
 		}
 		last = i
 	}
 	if last >= 0 {
-		execGroup(ctx, v, last, groups[last])
+		run(ctx, v, last, groups[last])
 	}
 	wg.Wait()
 }
