@@ -50,9 +50,9 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/shardedcache/shardedcache/internal/workers"
-	"github.com/shardedcache/shardedcache/ring"
 	shardedmc "github.com/shardedcache/shardedcache/memcache"
 	shardedredis "github.com/shardedcache/shardedcache/redis"
+	"github.com/shardedcache/shardedcache/ring"
 	"github.com/shardedcache/shardedcache/shardedclient"
 )
 
