@@ -40,6 +40,7 @@ package redis
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 
@@ -57,19 +58,32 @@ type engines struct {
 	busy atomic.Int64
 }
 
-// coalesceFrom is how many commands or groups (this one included) must be
-// on a shard at once for a command to join a batch: below it the command
-// takes the plain path. go-redis's engine costs a lone caller a hand-off
-// to its flusher and back (a GET from one goroutine took 2.6 times as long
-// as on the plain client, 83 against 32 us, on a loaded 2-core machine
-// with a local redis-server), which only a batch of several callers'
-// commands pays back.
-const coalesceFrom = 4
+// defaultAutoPipelineFrom is ShardedOptions.AutoPipelineFrom's default.
+// go-redis's engine costs a lone caller a hand-off to its flusher and back
+// (a GET from one goroutine took 2.6 times as long as on the plain client,
+// 83 against 32 us, on a loaded 2-core machine with a local redis-server),
+// which only a batch of several callers' commands pays back: at 8
+// goroutines over 4 shards, a GET through a per-shard AutoPipeline had
+// half Ring's throughput (see the README's speed table).
+const defaultAutoPipelineFrom = 4
 
 // enter counts a command or group in on the shard and reports whether it
-// is to join a batch; leave counts it out.
-func (e *engines) enter() bool { return e.busy.Add(1) >= coalesceFrom }
-func (e *engines) leave()      { e.busy.Add(-1) }
+// is to join a batch, from commands and groups on the shard at once (this
+// one included); leave counts it out.
+func (e *engines) enter(from int64) bool { return e.busy.Add(1) >= from }
+func (e *engines) leave()                { e.busy.Add(-1) }
+
+// autoPipelineFrom returns ShardedOptions.AutoPipelineFrom's value, n, with
+// its default, or an error naming a negative n.
+func autoPipelineFrom(n int) (int64, error) {
+	switch {
+	case n < 0:
+		return 0, fmt.Errorf("shardedcache: AutoPipelineFrom %d is negative; want 0 (the default, %d) or more", n, defaultAutoPipelineFrom)
+	case n == 0:
+		return defaultAutoPipelineFrom, nil
+	}
+	return int64(n), nil
+}
 
 // autopipelined holds the engines of each shard client that autopipelines,
 // by client (*goredis.Client -> *engines): a lookup that neither locks nor
@@ -120,14 +134,15 @@ func checkAutoPipeline(opt *goredis.AutoPipelineOptions) error {
 }
 
 // send runs cmd on client: through its blocking engine when it
-// autopipelines, else as a plain command.
-func send(ctx context.Context, client *goredis.Client, cmd goredis.Cmder) error {
+// autopipelines and enough commands are on it (see engines.enter), else as
+// a plain command.
+func (c *ShardedClient) send(ctx context.Context, client *goredis.Client, cmd goredis.Cmder) error {
 	e := enginesOf(client)
 	if e == nil {
 		return client.Process(ctx, cmd)
 	}
 	defer e.leave()
-	if !e.enter() {
+	if !e.enter(c.apFrom.Load()) {
 		return client.Process(ctx, cmd)
 	}
 	return e.blocking.Process(ctx, cmd)
@@ -135,19 +150,19 @@ func send(ctx context.Context, client *goredis.Client, cmd goredis.Cmder) error 
 
 // sendGroups runs groups[i] on shard i as execGroups does, each group
 // through the shard's engines when it autopipelines (see sendGroup).
-func sendGroups(ctx context.Context, v *view, groups [][]goredis.Cmder) {
-	eachGroup(ctx, v, groups, sendGroup)
+func (c *ShardedClient) sendGroups(ctx context.Context, v *view, groups [][]goredis.Cmder) {
+	eachGroup(ctx, v, groups, c.sendGroup)
 }
 
 // sendGroup runs g on shard i: one command as send does; several queued in
 // order on the shard's deferred engine and awaited, else as execGroup does.
-func sendGroup(ctx context.Context, v *view, i int, g []goredis.Cmder) {
+func (c *ShardedClient) sendGroup(ctx context.Context, v *view, i int, g []goredis.Cmder) {
 	e := enginesOf(v.Client(i))
 	if e != nil {
 		defer e.leave()
 	}
 	switch {
-	case e == nil || !e.enter() || len(g) > 1 && e.ordered == nil:
+	case e == nil || !e.enter(c.apFrom.Load()) || len(g) > 1 && e.ordered == nil:
 		execGroup(ctx, v, i, g)
 		return
 	case len(g) == 1:
@@ -163,16 +178,27 @@ func sendGroup(ctx context.Context, v *view, i int, g []goredis.Cmder) {
 	finishGroup(ctx, v, i, g)
 }
 
-// errRouterFullDuplex refuses AutoPipeline and AsyncAutoPipeline with
-// FullDuplex: a full-duplex engine holds a connection of its client's own,
+// SetAutoPipelineFrom sets ShardedOptions.AutoPipelineFrom to n for the
+// commands that start from now on: to follow a change of load, or for a
+// client built by NewShardedClientFromClients (whose value is the
+// default, 4). It returns an error naming a negative n, and changes
+// nothing then.
+func (c *ShardedClient) SetAutoPipelineFrom(n int) error {
+	from, err := autoPipelineFrom(n)
+	if err != nil {
+		return err
+	}
+	c.apFrom.Store(from)
+	return nil
+}
+
+// errRouterFullDuplex refuses AutoPipeline with FullDuplex: a full-duplex engine holds a connection of its client's own,
 // and the router has none.
 var errRouterFullDuplex = errors.New("shardedcache: AutoPipelineOptions.FullDuplex needs a connection of the client's own, and a sharded client's AutoPipeline has none; set it in the shards' options (ShardOptions.Options or ShardedOptions.Options)")
 
-// routerEngine returns the router's engine from get (the router's
-// AutoPipelineWithOptions or AsyncAutoPipelineWithOptions) with opt, or
-// else the shards' shared AutoPipelineOptions, or else go-redis's default
-// for the face (nil).
-func (c *ShardedClient) routerEngine(opt *goredis.AutoPipelineOptions, get func(*goredis.AutoPipelineOptions) (*goredis.AutoPipeliner, error)) (*goredis.AutoPipeliner, error) {
+// routerEngine returns the router's blocking engine with opt, or else the
+// shards' shared AutoPipelineOptions, or else go-redis's default (nil).
+func (c *ShardedClient) routerEngine(opt *goredis.AutoPipelineOptions) (*goredis.AutoPipeliner, error) {
 	if err := c.errIfClosed(); err != nil {
 		return nil, err
 	}
@@ -182,5 +208,5 @@ func (c *ShardedClient) routerEngine(opt *goredis.AutoPipelineOptions, get func(
 	if opt != nil && opt.FullDuplex {
 		return nil, errRouterFullDuplex
 	}
-	return get(opt)
+	return c.router.AutoPipelineWithOptions(opt)
 }

@@ -129,6 +129,14 @@ type ShardedOptions struct {
 	// (see ShardOptions.Options). ShardOptions() shows the result, the
 	// password redacted.
 	Options *goredis.Options
+	// AutoPipelineFrom is, for the shards that autopipeline (see
+	// ShardOptions.Options), how many of this client's commands must be
+	// on a shard at once for a command to join a batch of go-redis's
+	// engine: below it the command takes the plain path, as fast as with
+	// autopipelining off. A pipeline's part on a shard counts as one. 0
+	// means 4; 1 sends every command through the engine. Negative is an
+	// error.
+	AutoPipelineFrom int
 }
 
 // Shard is one shard of a ShardedClient: a go-redis client and its place on
@@ -166,7 +174,8 @@ type ShardedClient struct {
 	build builder
 	state serverState // function libraries and CONFIG SET, kept in step
 
-	closed atomic.Bool // set by Close: every call returns redis.ErrClosed
+	closed atomic.Bool  // set by Close: every call returns redis.ErrClosed
+	apFrom atomic.Int64 // ShardedOptions.AutoPipelineFrom, its default filled in
 }
 
 // errIfClosed returns redis.ErrClosed once Close has been called: the
@@ -195,6 +204,10 @@ func NewShardedClient(opt *ShardedOptions) (*ShardedClient, error) {
 	if opt == nil || len(opt.Shards) == 0 {
 		return nil, errors.New("shardedcache: no shards")
 	}
+	apFrom, err := autoPipelineFrom(opt.AutoPipelineFrom)
+	if err != nil {
+		return nil, err
+	}
 	var b builder
 	if opt.Options != nil {
 		if opt.Options.Addr != "" {
@@ -213,6 +226,7 @@ func NewShardedClient(opt *ShardedOptions) (*ShardedClient, error) {
 		return nil, err
 	}
 	c.build = b
+	c.apFrom.Store(apFrom)
 	return c, nil
 }
 
@@ -589,6 +603,7 @@ func newShardedClient(shards []Shard, h Health, p ring.Preset) (*ShardedClient, 
 	s.SetClosedErr(goredis.ErrClosed)
 	s.SetServerOf(serverKey)
 	c := &ShardedClient{shards: s, state: newServerState()}
+	c.apFrom.Store(defaultAutoPipelineFrom)
 	c.router = newRouter(func(context.Context, string, string) (net.Conn, error) { return nil, errRouterDial })
 	c.pubsub = newRouter(c.dialFanIn)
 	c.router.AddHook(hook{c})
@@ -903,11 +918,9 @@ func addStats(dst, s *goredis.PoolStats) {
 // statistics type, which cannot be named here).
 func zeroOf[T any](*T) *T { return new(T) }
 
-// ErrAutoPipelineUnsupported was returned by the AutoPipeline methods, as by
-// go-redis's Ring, before they were supported; nothing returns it now.
-//
-// Deprecated: the AutoPipeline methods return a working *redis.AutoPipeliner.
-var ErrAutoPipelineUnsupported = errors.New("shardedcache: AutoPipeline is not supported on a sharded client; use Pipelined")
+// ErrAutoPipelineUnsupported is returned by AsyncAutoPipeline and
+// AsyncAutoPipelineWithOptions (see there).
+var ErrAutoPipelineUnsupported = errors.New("shardedcache: AsyncAutoPipeline is not supported on a sharded client; use AutoPipeline, or AutoPipelineOptions in the shards' options")
 
 // AutoPipeline returns the client's blocking autopipeliner (go-redis's
 // *redis.AutoPipeliner, as Client.AutoPipeline): each command call blocks
@@ -917,9 +930,10 @@ var ErrAutoPipelineUnsupported = errors.New("shardedcache: AutoPipeline is not s
 // in parallel, each command with its own reply and error. Its options are
 // those of AutoPipelineWithOptions(nil). One instance is kept and shared;
 // Close closes it. Its typed commands, Do, Pipelined, TxPipelined and
-// Process run as the sharded client's do; its Watch, Subscribe,
-// PSubscribe and SSubscribe fail (they would need a connection of its own:
-// use the sharded client's), and its PoolStats are empty.
+// Process run as the sharded client's do (its Watch is refused with an
+// *UnsupportedError: use the sharded client's); its Subscribe, PSubscribe
+// and SSubscribe fail (they would need a connection of its own: use the
+// sharded client's), and its PoolStats are empty.
 //
 // To coalesce commands per shard without changing the calls, set
 // AutoPipelineOptions in the shards' options instead (see
@@ -935,23 +949,30 @@ func (c *ShardedClient) AutoPipeline() (*goredis.AutoPipeliner, error) {
 // returns redis.ErrClosed after Close, an error for FullDuplex (the
 // sharded client has no connection of its own to hold) and
 // AutoPipelineOptions.Validate's error.
+//
+// Its batches are the sharded client's pipelines, and a pipeline waits for
+// its slowest shard: a hung shard holds up, until its ReadTimeout, the
+// commands of the other shards that share its batches, which the shards'
+// own autopipelining (ShardOptions.Options) does not.
 func (c *ShardedClient) AutoPipelineWithOptions(opt *goredis.AutoPipelineOptions) (*goredis.AutoPipeliner, error) {
-	return c.routerEngine(opt, c.router.AutoPipelineWithOptions)
+	return c.routerEngine(opt)
 }
 
-// AsyncAutoPipeline returns the client's deferred autopipeliner (as
-// Client.AsyncAutoPipeline): command calls return at once, and reading a
-// command's result waits until it has run; commands are sent as in
-// AutoPipeline. Its options are those of AsyncAutoPipelineWithOptions(nil).
+// AsyncAutoPipeline is not supported: it returns ErrAutoPipelineUnsupported.
+// A command of go-redis's deferred autopipeliner waits, when its result is
+// read, for the batch that carries it; the sharded client reads the
+// commands of a batch on other goroutines while it runs the batch's parts
+// on the shards in parallel, and would wait for itself. Use AutoPipeline,
+// or set AutoPipelineOptions in the shards' options (ShardOptions.Options),
+// which autopipelines every command of the client, pipelines included.
 func (c *ShardedClient) AsyncAutoPipeline() (*goredis.AutoPipeliner, error) {
-	return c.AsyncAutoPipelineWithOptions(nil)
+	return nil, ErrAutoPipelineUnsupported
 }
 
-// AsyncAutoPipelineWithOptions is AsyncAutoPipeline with opt, which nil
-// makes ShardedOptions.Options.AutoPipelineOptions, or go-redis's
-// DefaultAutoPipelineOptions; its errors are AutoPipelineWithOptions's.
-func (c *ShardedClient) AsyncAutoPipelineWithOptions(opt *goredis.AutoPipelineOptions) (*goredis.AutoPipeliner, error) {
-	return c.routerEngine(opt, c.router.AsyncAutoPipelineWithOptions)
+// AsyncAutoPipelineWithOptions is not supported: it returns
+// ErrAutoPipelineUnsupported (see AsyncAutoPipeline).
+func (c *ShardedClient) AsyncAutoPipelineWithOptions(*goredis.AutoPipelineOptions) (*goredis.AutoPipeliner, error) {
+	return nil, ErrAutoPipelineUnsupported
 }
 
 // ShardOptions returns a copy of the go-redis options of every shard's

@@ -424,7 +424,7 @@ func (c *ShardedClient) process(ctx context.Context, cmd goredis.Cmder) error {
 		r.shard = anyShard(v)
 	}
 	if r.shard >= 0 {
-		return v.Finish(ctx, r.shard, send(ctx, v.Client(r.shard), cmd))
+		return v.Finish(ctx, r.shard, c.send(ctx, v.Client(r.shard), cmd))
 	}
 	p, err := planOf(ctx, v, cmd, &r)
 	if err != nil {
@@ -432,7 +432,7 @@ func (c *ShardedClient) process(ctx context.Context, cmd goredis.Cmder) error {
 	}
 	groups := newGroups(v.Len(), p.counts(make([]int, v.Len())))
 	p.addTo(groups)
-	sendGroups(ctx, v, groups)
+	c.sendGroups(ctx, v, groups)
 	return p.merge()
 }
 
@@ -512,7 +512,7 @@ func (c *ShardedClient) processPipeline(ctx context.Context, cmds []goredis.Cmde
 			next++
 		}
 	}
-	sendGroups(ctx, v, groups)
+	c.sendGroups(ctx, v, groups)
 	for _, p := range plans {
 		_ = p.merge()
 	}
