@@ -63,13 +63,17 @@ var diffVariants = []struct {
 	name     string
 	p        ring.Preset
 	pipeline bool
+	ap       bool // autopipelined: every command through go-redis's engine (see withAP)
 }{
-	{"plain", nil, false},
-	{"keytags", ring.Jedis{KeyTags: true}, false},
+	{"plain", nil, false, false},
+	{"keytags", ring.Jedis{KeyTags: true}, false, false},
 	// The same script in pipelines: the sharded client splits each one by
 	// shard and runs the parts in parallel; every reply must still equal
 	// the single server's.
-	{"keytags_pipelined", ring.Jedis{KeyTags: true}, true},
+	{"keytags_pipelined", ring.Jedis{KeyTags: true}, true, false},
+	// Both again, autopipelined.
+	{"keytags_autopipelined", ring.Jedis{KeyTags: true}, false, true},
+	{"keytags_pipelined_autopipelined", ring.Jedis{KeyTags: true}, true, true},
 }
 
 // diffEnv is what the differential test runs on.
@@ -91,7 +95,7 @@ func TestDifferentialMiniredis(t *testing.T) {
 			single := miniredis.RunT(t)
 			sc := goredis.NewClient(&goredis.Options{Addr: single.Addr(), MaxRetries: -1})
 			t.Cleanup(func() { _ = sc.Close() })
-			servers, sharded := startShards(t, 4, v.p)
+			servers, sharded := startShardsAP(t, 4, v.p, v.ap)
 			runDifferential(t, diffEnv{
 				seed: seed, pipeline: v.pipeline, single: sc, sharded: sharded,
 				holders: func(key string) []int { return holders(servers, key) },

@@ -46,7 +46,11 @@ func TestDifferentialRealRedis(t *testing.T) {
 				shards[i] = shardedredis.ShardOptions{Addr: addr, Options: &goredis.Options{MaxRetries: -1}}
 				direct[i] = newClient(addr)
 			}
-			sharded, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: shards, Placement: v.p})
+			opt := &shardedredis.ShardedOptions{Shards: shards, Placement: v.p}
+			if v.ap {
+				withAP(opt)
+			}
+			sharded, err := shardedredis.NewShardedClient(withAPEnv(opt))
 			if err != nil {
 				t.Fatal(err)
 			}

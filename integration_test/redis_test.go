@@ -27,13 +27,23 @@ var ctx = context.Background()
 // (unnamed shards, Jedis placement, plus opts).
 func startShards(t *testing.T, n int, p ring.Preset) ([]*miniredis.Miniredis, *shardedredis.ShardedClient) {
 	t.Helper()
+	return startShardsAP(t, n, p, false)
+}
+
+// startShardsAP is startShards, autopipelined when ap is (see withAP).
+func startShardsAP(t *testing.T, n int, p ring.Preset, ap bool) ([]*miniredis.Miniredis, *shardedredis.ShardedClient) {
+	t.Helper()
 	servers := make([]*miniredis.Miniredis, n)
 	shards := make([]shardedredis.ShardOptions, n)
 	for i := range servers {
 		servers[i] = miniredis.RunT(t)
 		shards[i] = shardedredis.ShardOptions{Addr: servers[i].Addr(), Options: &goredis.Options{MaxRetries: -1, DialerRetries: 1}}
 	}
-	c, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: shards, Placement: p})
+	opt := &shardedredis.ShardedOptions{Shards: shards, Placement: p}
+	if ap {
+		withAP(opt)
+	}
+	c, err := shardedredis.NewShardedClient(withAPEnv(opt))
 	if err != nil {
 		t.Fatal(err)
 	}

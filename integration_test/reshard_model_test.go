@@ -46,18 +46,24 @@ type redisModel struct {
 // TestReshardModelRedis runs the reference model, -model.ops operations per
 // seed, on five real redis-servers.
 func TestReshardModelRedis(t *testing.T) {
-	for _, seed := range modelSeeds(t) {
+	seeds := modelSeeds(t)
+	for _, seed := range seeds {
 		t.Run("seed="+strconv.FormatInt(seed, 10), func(t *testing.T) {
-			runRedisModel(t, seed, *modelOps)
+			runRedisModel(t, seed, *modelOps, false)
 		})
 	}
+	// The first seed again, a quarter of its steps, autopipelined.
+	t.Run("autopipelined/seed="+strconv.FormatInt(seeds[0], 10), func(t *testing.T) {
+		runRedisModel(t, seeds[0], *modelOps/4, true)
+	})
 }
 
-func runRedisModel(t *testing.T, seed int64, ops int) {
+// runRedisModel runs ops steps of seed's model, autopipelined when ap is.
+func runRedisModel(t *testing.T, seed int64, ops int, ap bool) {
 	h := shardedredis.Health{Mode: shardedclient.EjectMode, FailureLimit: 1, RetryTimeout: 50 * time.Millisecond,
 		ProbeTimeout: 100 * time.Millisecond,
 		OnRejoin:     func(ctx2 context.Context, c *goredis.Client) error { return c.FlushDB(ctx2).Err() }}
-	servers, direct, c := safetyFixture(t, 5, 3, h)
+	servers, direct, c := safetyFixtureAP(t, 5, 3, h, ap)
 	addrs := make([]string, len(servers))
 	for i, s := range servers {
 		addrs[i] = s.Addr

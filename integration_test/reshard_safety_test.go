@@ -23,6 +23,12 @@ import (
 // ..., a direct client to each, and a sharded client over the first k.
 func safetyFixture(t *testing.T, n, k int, h shardedredis.Health) ([]shardedredis.ShardOptions, []*goredis.Client, *shardedredis.ShardedClient) {
 	t.Helper()
+	return safetyFixtureAP(t, n, k, h, false)
+}
+
+// safetyFixtureAP is safetyFixture, autopipelined when ap is (see withAP).
+func safetyFixtureAP(t *testing.T, n, k int, h shardedredis.Health, ap bool) ([]shardedredis.ShardOptions, []*goredis.Client, *shardedredis.ShardedClient) {
+	t.Helper()
 	procs := sharedRedis(t, n)
 	shards := make([]shardedredis.ShardOptions, n)
 	direct := make([]*goredis.Client, n)
@@ -32,7 +38,11 @@ func safetyFixture(t *testing.T, n, k int, h shardedredis.Health) ([]shardedredi
 		direct[i] = goredis.NewClient(&goredis.Options{Addr: p.addr, MaxRetries: -1})
 		t.Cleanup(func() { direct[i].Close() })
 	}
-	c, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: shards[:k], Health: h})
+	opt := &shardedredis.ShardedOptions{Shards: shards[:k], Health: h}
+	if ap {
+		withAP(opt)
+	}
+	c, err := shardedredis.NewShardedClient(withAPEnv(opt))
 	if err != nil {
 		t.Fatal(err)
 	}
