@@ -41,10 +41,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 
 	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/shardedcache/shardedcache/redis/internal/commands"
 )
 
 // engines are the autopipelining engines of one shard client.
@@ -162,7 +166,7 @@ func (c *ShardedClient) sendGroup(ctx context.Context, v *view, i int, g []gored
 		defer e.leave()
 	}
 	switch {
-	case e == nil || !e.enter(c.apFrom.Load()) || len(g) > 1 && e.ordered == nil:
+	case e == nil || !e.enter(c.apFrom.Load()) || len(g) > 1 && (e.ordered == nil || slices.ContainsFunc(g, diverted)):
 		execGroup(ctx, v, i, g)
 		return
 	case len(g) == 1:
@@ -190,6 +194,37 @@ func (c *ShardedClient) SetAutoPipelineFrom(n int) error {
 	}
 	c.apFrom.Store(from)
 	return nil
+}
+
+// divertedNames are the commands that go-redis's engine runs off its
+// batches, on a pooled connection of their own, whatever their arguments
+// (autopipeline.go of go-redis v9.23: outsidePipelineCommands,
+// blockingCommands): connection state, and commands that block the
+// connection.
+var divertedNames = map[string]bool{
+	"shutdown": true, "monitor": true, "select": true, "auth": true, "hello": true, "reset": true, "quit": true,
+	"multi": true, "exec": true, "discard": true, "watch": true, "unwatch": true,
+	"subscribe": true, "unsubscribe": true, "psubscribe": true, "punsubscribe": true, "ssubscribe": true, "sunsubscribe": true,
+	"client": true, "readonly": true, "readwrite": true, "asking": true, "himport": true,
+	"blpop": true, "brpop": true, "brpoplpush": true, "blmove": true, "blmovem": true, "blmpop": true,
+	"bzpopmin": true, "bzpopmax": true, "bzmpop": true, "wait": true, "waitaof": true, "migrate": true,
+}
+
+// diverted reports whether go-redis's deferred engine may run cmd off its
+// ordered batches (see divertedNames; XREAD, XREADGROUP and TS.READ with a
+// BLOCK argument too, counted here wherever the argument is), where it can
+// settle after a command queued after it: a pipeline's group that holds one
+// runs as a plain pipeline, in order.
+func diverted(cmd goredis.Cmder) bool {
+	name := cmd.Name()
+	switch name {
+	case "xread", "xreadgroup", "ts.read":
+		return slices.ContainsFunc(cmd.Args()[1:], func(a any) bool {
+			s, ok := commands.Arg(a)
+			return ok && strings.EqualFold(s, "block")
+		})
+	}
+	return divertedNames[name]
 }
 
 // errRouterFullDuplex refuses AutoPipeline with FullDuplex: a full-duplex engine holds a connection of its client's own,

@@ -153,7 +153,7 @@ func TestAutoPipelinePaths(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := apClient(t, 2, tc.from, tc.ap)
-			k0, k1 := keysOn(c, 0, 2), keysOn(c, 1, 1)
+			k0, k1 := keysOn(c, 0, 3), keysOn(c, 1, 1)
 			if err := c.MSet(mark, k0[0], "a", k1[0], "b").Err(); err != nil {
 				t.Fatal(err)
 			}
@@ -203,7 +203,19 @@ func TestAutoPipelinePaths(t *testing.T) {
 				t.Fatalf("pipeline replies %v, %v, %v", set, get, incr)
 			}
 			sent("pipeline", tc.plain[2], 3)
-			if st := c.Stats()[0]; st.Requests != 4 || st.Errors != 0 { // MSET's part, GET, MGET's part, the group
+			// A group with a command that the engine would run apart
+			// (BLPOP) is a plain pipeline, in order.
+			cmds, err := c.Pipelined(mark, func(p goredis.Pipeliner) error {
+				p.RPush(mark, k0[2], "x")
+				p.BLPop(mark, time.Second, k0[2])
+				p.Exists(mark, k0[2])
+				return nil
+			})
+			if err != nil || cmds[1].(*goredis.StringSliceCmd).Val()[1] != "x" || cmds[2].(*goredis.IntCmd).Val() != 0 {
+				t.Fatalf("pipeline with BLPOP: %v, %v", cmds, err)
+			}
+			sent("pipeline with BLPOP", true, 3)
+			if st := c.Stats()[0]; st.Requests != 5 || st.Errors != 0 { // MSET's part, GET, MGET's part, the groups
 				t.Fatalf("shard 0 stats %+v", st)
 			}
 		})
