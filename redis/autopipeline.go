@@ -5,37 +5,26 @@ package redis
 // the sharded client configures per shard and never reimplements.
 //
 // A shard autopipelines when its go-redis options have AutoPipelineOptions
-// (ShardOptions.Options, or ShardedOptions.Options for every shard). Its
-// client's two engines then carry what the sharded client sends to it:
+// (see the package documentation, "Autopipelining"). Its client's two
+// engines then carry what the sharded client sends to it, once
+// AutoPipelineFrom of the client's commands are on the shard at once
+// (engines.enter; below that, the plain path):
 //   - a command that runs on the shard alone, and each per-shard part of a
-//     command split over shards (MGET, MSET, DEL, EXISTS, TOUCH, UNLINK,
-//     DBSIZE, ...), ride the blocking engine (Client.AutoPipeline): the
-//     caller waits for its command as on a plain client, while other
-//     callers' commands for the shard share its batch;
+//     command split over shards, ride the blocking engine
+//     (Client.AutoPipeline): the caller waits for its command as on a
+//     plain client, while other callers' commands share its batch;
 //   - the per-shard group of a pipeline rides the deferred engine
 //     (Client.AsyncAutoPipeline): its commands are queued in order, then
-//     awaited, so they share batches with other pipelines' groups; when
-//     the options give up ordering (Unordered, or NumShards above 1), the
-//     group runs as a plain pipeline instead, one round trip, in order.
+//     awaited. When the options give up ordering (Unordered, NumShards
+//     above 1), or the group holds a command the engine runs apart
+//     (diverted), the group is a plain pipeline: one round trip, in order.
 //
-// What cannot share a batch goes around it, as go-redis routes it:
-// blocking commands (BLPOP, WAIT, XREAD BLOCK, ...) and connection state
-// are diverted by the engine itself to a pooled connection; transactions
-// (TxPipelined, Watch), pub/sub, the resharding window's moves and the
-// server state kept in step (function libraries, CONFIG SET) keep their
-// plain paths.
-//
-// The rest of what the sharded client does around a command is unchanged,
-// because it happens before the command reaches the engine (routing,
-// refusals, resharding gates and moves) or after its reply (merging, errors
-// named by a *shardedclient.ShardError, health): a batch that fails gives
-// each of its commands the shard's error, each counted, as concurrent
-// commands on a plain client are; a caller whose context ended while it
-// waited is not the shard's failure. go-redis runs a batch under
-// context.Background(): a caller's deadline does not cut its batch short
-// (the shard's ReadTimeout and WriteTimeout bound it), and hooks see the
-// batch, not the caller's context, so a redisotel span of a batch has no
-// parent.
+// The engine itself diverts what cannot share a batch (blocking commands,
+// connection state) to a pooled connection. Transactions, pub/sub, the
+// resharding window's moves and the server state kept in step (execGroups)
+// keep their plain paths. Everything else the sharded client does happens
+// before a command reaches the engine (routing, refusals, gates, moves) or
+// after its reply (merging, errors, health), and is unchanged.
 
 import (
 	"context"

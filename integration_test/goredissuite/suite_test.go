@@ -137,17 +137,20 @@ func TestGoRedisSuite(t *testing.T) {
 	for _, run := range []struct {
 		name    string
 		shards  int
-		allowed string
+		allowed []string
+		ap      bool // every command through go-redis's autopipelining engine
 	}{
-		{"1shard", 1, "allowed_1shard.txt"},
-		{"3shards", 3, "allowed_3shards.txt"},
+		{"1shard", 1, []string{"allowed_1shard.txt"}, false},
+		{"3shards", 3, []string{"allowed_3shards.txt"}, false},
+		{"1shard-autopipelined", 1, []string{"allowed_1shard.txt", "allowed_autopipelined.txt"}, true},
+		{"3shards-autopipelined", 3, []string{"allowed_3shards.txt", "allowed_autopipelined.txt"}, true},
 	} {
 		t.Run(run.name, func(t *testing.T) {
-			specs, err := runSpecs(bin, dir, run.name, addrs[:run.shards])
+			specs, err := runSpecs(bin, dir, run.name, addrs[:run.shards], run.ap)
 			if err != nil {
 				t.Fatal(err)
 			}
-			allowed, err := readAllowed(run.allowed)
+			allowed, err := readAllowed(run.allowed...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -265,7 +268,7 @@ func (s spec) text() string {
 // runSpecs runs the focused specs of the test binary bin (in the module
 // copy dir) with the ShardedClient over addrs, and returns ginkgo's
 // report of every spec.
-func runSpecs(bin, dir, name string, addrs []string) ([]spec, error) {
+func runSpecs(bin, dir, name string, addrs []string, ap bool) ([]spec, error) {
 	report := filepath.Join(dir, name+".json")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
@@ -274,6 +277,9 @@ func runSpecs(bin, dir, name string, addrs []string) ([]spec, error) {
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "REDIS_VERSION=7.0", "GOREDIS_TEST_SUBJECT=sharded",
 		"SHARDEDCACHE_SUITE_ADDRS="+strings.Join(addrs, ","))
+	if ap {
+		cmd.Env = append(cmd.Env, "SHARDEDCACHE_SUITE_AUTOPIPELINE=1")
+	}
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	runErr := cmd.Run() // fails when a spec fails: the report says which
@@ -297,16 +303,26 @@ func tail(s string, n int) string {
 	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
 
-// readAllowed reads a list of specs allowed to fail: one a line, the
+// readAllowed reads lists of specs allowed to fail: one a line, the
 // spec's full text, a tab, and the reason. Empty lines and lines that begin
 // with "#" are comments.
-func readAllowed(file string) (map[string]string, error) {
+func readAllowed(files ...string) (map[string]string, error) {
+	allowed := map[string]string{}
+	for _, file := range files {
+		if err := readAllowedFile(file, allowed); err != nil {
+			return nil, err
+		}
+	}
+	return allowed, nil
+}
+
+// readAllowedFile adds the specs of file to allowed.
+func readAllowedFile(file string, allowed map[string]string) error {
 	f, err := os.Open(filepath.Join("testdata", file))
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer f.Close()
-	allowed := map[string]string{}
 	sc := bufio.NewScanner(f)
 	for n := 1; sc.Scan(); n++ {
 		line := sc.Text()
@@ -315,14 +331,14 @@ func readAllowed(file string) (map[string]string, error) {
 		}
 		text, reason, ok := strings.Cut(line, "\t")
 		if !ok || strings.TrimSpace(reason) == "" {
-			return nil, fmt.Errorf("%s:%d: want the spec's text, a tab and the reason", file, n)
+			return fmt.Errorf("%s:%d: want the spec's text, a tab and the reason", file, n)
 		}
 		if _, dup := allowed[text]; dup {
-			return nil, fmt.Errorf("%s:%d: %q listed twice", file, n, text)
+			return fmt.Errorf("%s:%d: %q listed twice", file, n, text)
 		}
 		allowed[text] = reason
 	}
-	return allowed, sc.Err()
+	return sc.Err()
 }
 
 // The kinds of reason of the allowed lists, by their beginning:

@@ -48,15 +48,28 @@ func shardedRedisPort() string {
 // own options for the others, which it empties (the specs flush only
 // rawClient's server). The shards are named, so that every key has the same
 // shard at every run, whatever the servers' ports.
+//
+// With SHARDEDCACHE_SUITE_AUTOPIPELINE=1 every shard autopipelines and
+// every command goes through go-redis's engine (AutoPipelineFrom 1).
 func newShardedClient(first *redis.Client) *sharded.ShardedClient {
 	addrs := shardedAddrs()
+	ap := os.Getenv("SHARDEDCACHE_SUITE_AUTOPIPELINE") == "1"
+	if ap {
+		first.Options().AutoPipelineOptions = redis.DefaultBlockingAutoPipelineOptions() // read at first use
+	}
 	shards := []sharded.Shard{{Name: "shard0", Addr: addrs[0], Client: first}}
 	for i, addr := range addrs[1:] {
 		o := redisOptions()
 		o.Addr = addr
+		if ap {
+			o.AutoPipelineOptions = redis.DefaultBlockingAutoPipelineOptions()
+		}
 		shards = append(shards, sharded.Shard{Name: fmt.Sprintf("shard%d", i+1), Addr: addr, Client: redis.NewClient(o)})
 	}
 	c, err := sharded.NewShardedClientFromClients(shards, nil)
+	if err == nil && ap {
+		err = c.SetAutoPipelineFrom(1)
+	}
 	if err != nil {
 		panic(err)
 	}
