@@ -62,11 +62,13 @@ type ShardOptions struct {
 	// shard: what the sharded client sends to it is coalesced with other
 	// goroutines' commands for it, in batches of go-redis's engine
 	// (Client.AutoPipeline) configured by these options
-	// (redis.DefaultBlockingAutoPipelineOptions() is a good start). Off by
-	// default: it pays at many concurrent callers and costs a little at
-	// few (see the package documentation, "Autopipelining"). Invalid
-	// options are refused by AutoPipelineOptions.Validate's error. A
-	// cluster shard keeps its cluster client's plain path.
+	// (redis.DefaultBlockingAutoPipelineOptions() is a good start), once
+	// ShardedOptions.AutoPipelineFrom commands are on the shard at once.
+	// Off by default: it pays at many concurrent callers, and a batch runs
+	// under go-redis's context, not the caller's (see the package
+	// documentation, "Autopipelining"). Invalid options are refused with
+	// AutoPipelineOptions.Validate's error. A cluster shard keeps its
+	// cluster client's plain path.
 	Options *goredis.Options
 	// Failover makes the shard a Sentinel-managed master/replica group
 	// (redis.NewFailoverClient): a dead master is replaced by promotion

@@ -130,8 +130,8 @@ func onNode(c *goredis.Client, fn func(*goredis.Client)) {
 // forgotten) and, for a cluster shard, its cluster client, which it then
 // forgets.
 func closeShardClient(c *goredis.Client) error {
-	autopipelined.Delete(c)
 	err := c.Close()
+	autopipelined.Delete(c) // after Close: a command meanwhile cannot build engines again
 	if f := clusterOf(c); f != nil {
 		clusters.Delete(c)
 		err = errors.Join(err, f.cc.Close())
