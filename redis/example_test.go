@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"sync"
 
 	"github.com/alicebob/miniredis/v2"
 	goredis "github.com/redis/go-redis/v9"
@@ -204,4 +205,38 @@ func ExampleMigrateOptions_serverSide() {
 	for _, p := range m.Progress() {
 		fmt.Printf("%s: %d moved, %d kept\n", p.Shard, p.Moved, p.Owned)
 	}
+}
+
+// Autopipelining: AutoPipelineOptions in the shards' options make the
+// commands of many goroutines for one shard share round trips, through
+// go-redis's engine (once AutoPipelineFrom commands are on a shard at once;
+// from one goroutine they take the plain path). The calls do not change.
+func ExampleShardedOptions_autoPipeline() {
+	shards, stop := startShards("redis-a", "redis-b", "redis-c")
+	defer stop()
+
+	client, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{
+		Shards:  shards,
+		Options: &goredis.Options{AutoPipelineOptions: goredis.DefaultBlockingAutoPipelineOptions()},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer client.Close()
+
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	for i := range 64 {
+		wg.Go(func() {
+			key := fmt.Sprintf("user:%d", i)
+			if err := client.Set(ctx, key, i, 0).Err(); err != nil {
+				log.Fatal(err)
+			}
+		})
+	}
+	wg.Wait()
+	n, err := client.Exists(ctx, "user:0", "user:31", "user:63").Result()
+	fmt.Println(n, err)
+	// Output:
+	// 3 <nil>
 }
