@@ -268,6 +268,11 @@ func TestAutoPipelineCoalesces(t *testing.T) {
 	if st := c.Stats()[0]; st.Requests != 2*uint64(len(ks)) || st.Errors != 0 {
 		t.Fatalf("shard 0 stats %+v", st)
 	}
+	// The engine's one batch at a time used one connection of its pipeline
+	// pool, which PoolStats sums.
+	if ps := c.PoolStats().PipelineStats; ps == nil || ps.TotalConns != 1 {
+		t.Fatalf("pipeline pool stats %+v, want 1 connection", ps)
+	}
 }
 
 // The sharded client's AutoPipeline is go-redis's engine over the router:
