@@ -2,10 +2,12 @@ package redis
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
-	"time"
+	"sync"
 
 	goredis "github.com/redis/go-redis/v9"
 
@@ -89,14 +91,35 @@ func (c *ShardedClient) BeginResharding(shards []ShardOptions) error {
 	if err := c.clusterSourceErr(shards); err != nil {
 		return err
 	}
-	return c.switchShards(shards, func(sh []Shard, prepare func(*view) error) error {
-		return c.shards.BeginMove(sh, func(v *view) error {
-			if err := prepare(v); err != nil {
-				return err
-			}
-			return dropStale(context.Background(), v)
+	change := newMoveID()
+	return c.switchShards(shards, c.beginWindow(change, func(v *view) error {
+		if err := dropStale(context.Background(), v); err != nil {
+			return err
+		}
+		return markMoved(context.Background(), v, change)
+	}))
+}
+
+// markMoved marks every shard of v's window moved for change, which lets
+// keys leave it (see markScript): in one process, the window is the whole
+// fleet.
+func markMoved(ctx context.Context, v *view, change string) error {
+	for i := range v.Len() {
+		err := eachServer(ctx, v.Client(i), func(ctx context.Context, client *goredis.Client) error {
+			return client.HSet(ctx, fenceKey, "moved", change).Err()
 		})
-	})
+		if err != nil {
+			return v.Err(i, fmt.Errorf("BeginResharding: marking the shard moved: %w", err))
+		}
+	}
+	return nil
+}
+
+// newMoveID returns a random resharding ID, 16 hex digits.
+func newMoveID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
+	return hex.EncodeToString(b[:])
 }
 
 // clusterSourceErr refuses, with an *UnsupportedError naming the shard, a
@@ -255,89 +278,48 @@ type moveCounts struct {
 }
 
 // moveKeys is the client's shardedclient.Mover: it moves keys (see
-// moveBatch) and returns a *MoveError naming each key that failed.
-func moveKeys(ctx context.Context, v *view, keys []shardedclient.MovingKey) error {
-	if counts := moveBatch(ctx, v, keys); len(counts.failed) > 0 {
+// moveOn) and returns a *MoveError naming each key that failed.
+func (c *ShardedClient) moveKeys(ctx context.Context, v *view, keys []shardedclient.MovingKey) error {
+	if counts := c.moveOn(ctx, v, keys, nil); len(counts.failed) > 0 {
 		return &MoveError{Keys: counts.failed}
 	}
 	return nil
 }
 
-// moveBatch moves keys from their old owner to their new one, three round
-// trips for any number of keys: DUMP and PTTL on the old owners, RESTORE
-// (never REPLACE: see BeginResharding) on the new ones, one DEL on each old
-// owner of the keys that the new owner now holds. One key's failure does not
-// stop the others. The caller holds the keys' locks.
-func moveBatch(ctx context.Context, v *view, keys []shardedclient.MovingKey) moveCounts {
+// moveOn moves keys by the protocol of package fleet (fleetMoves.move,
+// with the moves of v's window: a destination in dead fails its keys at
+// once, and one that stops answering is added to it). A view whose window
+// has ended moves nothing: its keys fail with ErrNoResharding.
+func (c *ShardedClient) moveOn(ctx context.Context, v *view, keys []shardedclient.MovingKey, dead *sync.Map) moveCounts {
+	if mv := c.fleet.moves.Load(); mv != nil && mv.prev == v.Previous() {
+		return mv.move(ctx, v, keys, dead)
+	}
 	var counts moveCounts
-	fail := func(k shardedclient.MovingKey, err error) {
-		counts.failed = append(counts.failed, &KeyMoveError{Key: k.Key, From: v.Label(k.From), To: v.Label(k.To), Err: err})
-	}
-	dumps := make([]*goredis.StringCmd, len(keys))
-	ttls := make([]*goredis.DurationCmd, len(keys))
-	groups := make([][]goredis.Cmder, v.Len())
-	for i, k := range keys {
-		dumps[i] = goredis.NewStringCmd(ctx, "dump", k.Key)
-		ttls[i] = goredis.NewDurationCmd(ctx, time.Millisecond, "pttl", k.Key)
-		groups[k.From] = append(groups[k.From], dumps[i], ttls[i])
-	}
-	execGroups(ctx, v, groups)
-	restores := make([]*goredis.StatusCmd, len(keys))
-	groups = make([][]goredis.Cmder, v.Len())
-	for i, k := range keys {
-		switch err := dumps[i].Err(); {
-		case err == goredis.Nil:
-			counts.gone++
-			continue
-		case err != nil:
-			fail(k, dumpErr(err))
-			continue
-		case ttls[i].Err() != nil:
-			fail(k, ttls[i].Err())
-			continue
-		}
-		ttl := ttls[i].Val()
-		switch {
-		case ttl == -2: // expired since the DUMP
-			counts.gone++
-			continue
-		case ttl < 0:
-			ttl = 0
-		case ttl < time.Millisecond:
-			ttl = time.Millisecond // about to expire: keep it expiring
-		}
-		restores[i] = goredis.NewStatusCmd(ctx, "restore", k.Key, ttl.Milliseconds(), dumps[i].Val())
-		groups[k.To] = append(groups[k.To], restores[i])
-	}
-	execGroups(ctx, v, groups)
-	// The keys whose new owner now holds them leave their old owner.
-	var deleting []int
-	for i, k := range keys {
-		if restores[i] == nil {
-			continue
-		}
-		switch err := restores[i].Err(); {
-		case err == nil, strings.HasPrefix(err.Error(), "BUSYKEY"):
-			deleting = append(deleting, i)
-		default:
-			fail(k, err)
-		}
-	}
-	dels := delOld(ctx, v, keys, deleting)
-	for _, i := range deleting {
-		k := keys[i]
-		switch {
-		case dels[k.From].Err() != nil:
-			// On both shards now: the next move of the key finds BUSYKEY
-			// and deletes the old copy.
-			fail(k, fmt.Errorf("deleting the old copy: %w", dels[k.From].Err()))
-		case restores[i].Err() == nil:
-			counts.moved++
-		default:
-			counts.onOwner++
-		}
+	for _, k := range keys {
+		counts.failed = append(counts.failed, &KeyMoveError{Key: k.Key, From: v.Label(k.From), To: v.Label(k.To), Err: ErrNoResharding})
 	}
 	return counts
+}
+
+// beginWindow opens a resharding window to shards (BeginMove) whose keys
+// move by the protocol of package fleet under the ID change: after
+// prepare (the servers' state, and what the caller adds in also), the
+// moves are bound to the window before it serves a command.
+func (c *ShardedClient) beginWindow(change string, also func(*view) error) func([]Shard, func(*view) error) error {
+	return func(sh []Shard, prepare func(*view) error) error {
+		return c.shards.BeginMove(sh, func(v *view) error {
+			if err := prepare(v); err != nil {
+				return err
+			}
+			if also != nil {
+				if err := also(v); err != nil {
+					return err
+				}
+			}
+			c.fleet.moves.Store(&fleetMoves{change: change, prev: v.Previous()})
+			return nil
+		})
+	}
 }
 
 // delOld deletes keys[i], for each i of which, from its old owner: one DEL
