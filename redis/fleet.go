@@ -118,7 +118,7 @@ func connEpoch(name string) (uint64, bool) {
 // it, and keeps c on every later state until the returned Member is
 // closed. Every process that shares the shards joins the same store; a
 // resharding is then driven by one of them (fleet.Reshard with
-// c.FleetBackend(), or the command-line tool), and every member follows
+// c.FleetBackend, or the command-line tool), and every member follows
 // it with no lost write (see package fleet for the protocol and its
 // guarantees).
 //
@@ -141,15 +141,18 @@ func (c *ShardedClient) JoinFleet(ctx context.Context, store fleet.Store, opt fl
 		}
 		opt.Initial = list
 	}
-	c.enableFleet()
-	return fleet.Join(ctx, store, c.FleetBackend(), opt)
+	return fleet.Join(ctx, store, c.FleetBackend(MigrateOptions{}), opt)
 }
 
 // FleetBackend returns c as a fleet.Backend: for fleet.Reshard and
 // fleet.Resume, which drive a resharding of the fleet from this process.
-func (c *ShardedClient) FleetBackend() fleet.Backend {
+// Its migration (Backend.Migrate) runs with opt's BatchSize, Parallelism,
+// InFlight and KeysPerSecond; the other fields are set by the fleet
+// (ServerSide is refused: see NewMigration).
+func (c *ShardedClient) FleetBackend(opt MigrateOptions) fleet.Backend {
 	c.enableFleet()
-	return fleetBackend{c}
+	opt.Resume, opt.KeepWindow = nil, true
+	return fleetBackend{c, opt}
 }
 
 func (c *ShardedClient) enableFleet() {
@@ -180,7 +183,10 @@ func (c *ShardedClient) fleetList() ([]fleet.Shard, error) {
 }
 
 // fleetBackend is a ShardedClient as a fleet.Backend.
-type fleetBackend struct{ c *ShardedClient }
+type fleetBackend struct {
+	c   *ShardedClient
+	opt MigrateOptions // of Migrate
+}
 
 // shardKey identifies sh across lists, for its connection name.
 func shardKey(sh fleet.Shard) string { return sh.Name + "@" + sh.Addr + dbSuffix(sh.DB) }
@@ -514,7 +520,7 @@ func (b fleetBackend) Migrate(ctx context.Context, st fleet.State, progress func
 	if mv := c.fleet.moves.Load(); mv == nil || mv.change != st.Change || c.shards.Window() == nil {
 		return fmt.Errorf("%w: Migrate of resharding %s before Apply of its Moving step", errNotFleet, st.Change)
 	}
-	m, err := c.NewMigration(MigrateOptions{KeepWindow: true})
+	m, err := c.NewMigration(b.opt)
 	if err != nil {
 		return err
 	}
