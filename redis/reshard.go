@@ -6,8 +6,10 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
@@ -102,12 +104,13 @@ func (c *ShardedClient) BeginResharding(shards []ShardOptions) error {
 
 // markMoved marks every shard of v's window moved for change, which lets
 // keys leave it (see markScript): in one process, the window is the whole
-// fleet.
+// fleet. A Redis Cluster shard is left out.
 func markMoved(ctx context.Context, v *view, change string) error {
 	for i := range v.Len() {
-		err := eachServer(ctx, v.Client(i), func(ctx context.Context, client *goredis.Client) error {
-			return client.HSet(ctx, fenceKey, "moved", change).Err()
-		})
+		if clusterClient(v.Client(i)) != nil {
+			continue // never a source (see clusterSourceErr); its keys move by moveBatch
+		}
+		err := v.Client(i).HSet(ctx, fenceKey, "moved", change).Err()
 		if err != nil {
 			return v.Err(i, fmt.Errorf("BeginResharding: marking the shard moved: %w", err))
 		}
@@ -207,7 +210,7 @@ func dropStale(ctx context.Context, v *view) error {
 				var stale []string
 				for _, k := range keys {
 					// j owns k now, or will once it rejoins.
-					if from, to, _ := v.Moved(k); from != j && (to == j || v.AllLiveOwner(k) == j) {
+					if from, to, _ := v.Moved(k); !isInternal(k) && from != j && (to == j || v.AllLiveOwner(k) == j) {
 						stale = append(stale, k)
 					}
 				}
@@ -292,7 +295,23 @@ func (c *ShardedClient) moveKeys(ctx context.Context, v *view, keys []shardedcli
 // has ended moves nothing: its keys fail with ErrNoResharding.
 func (c *ShardedClient) moveOn(ctx context.Context, v *view, keys []shardedclient.MovingKey, dead *sync.Map) moveCounts {
 	if mv := c.fleet.moves.Load(); mv != nil && mv.prev == v.Previous() {
-		return mv.move(ctx, v, keys, dead)
+		// Keys into a Redis Cluster shard (BeginClusterMove) move by
+		// moveBatch: the protocol's scripts would cross its slots.
+		var toCluster []shardedclient.MovingKey
+		keys = slices.DeleteFunc(slices.Clone(keys), func(k shardedclient.MovingKey) bool {
+			if clusterClient(v.Client(k.To)) != nil {
+				toCluster = append(toCluster, k)
+				return true
+			}
+			return false
+		})
+		counts := mv.move(ctx, v, keys, dead)
+		if len(toCluster) > 0 {
+			cc := moveBatch(ctx, v, toCluster)
+			counts.moved, counts.onOwner, counts.gone = counts.moved+cc.moved, counts.onOwner+cc.onOwner, counts.gone+cc.gone
+			counts.failed = append(counts.failed, cc.failed...)
+		}
+		return counts
 	}
 	var counts moveCounts
 	for _, k := range keys {
@@ -320,6 +339,84 @@ func (c *ShardedClient) beginWindow(change string, also func(*view) error) func(
 			return nil
 		})
 	}
+}
+
+// moveBatch moves keys from their old owner to their new one, a Redis
+// Cluster shard (see moveOn), three round
+// trips for any number of keys: DUMP and PTTL on the old owners, RESTORE
+// (never REPLACE: see BeginResharding) on the new ones, one DEL on each old
+// owner of the keys that the new owner now holds. One key's failure does not
+// stop the others. The caller holds the keys' locks.
+func moveBatch(ctx context.Context, v *view, keys []shardedclient.MovingKey) moveCounts {
+	var counts moveCounts
+	fail := func(k shardedclient.MovingKey, err error) {
+		counts.failed = append(counts.failed, &KeyMoveError{Key: k.Key, From: v.Label(k.From), To: v.Label(k.To), Err: err})
+	}
+	dumps := make([]*goredis.StringCmd, len(keys))
+	ttls := make([]*goredis.DurationCmd, len(keys))
+	groups := make([][]goredis.Cmder, v.Len())
+	for i, k := range keys {
+		dumps[i] = goredis.NewStringCmd(ctx, "dump", k.Key)
+		ttls[i] = goredis.NewDurationCmd(ctx, time.Millisecond, "pttl", k.Key)
+		groups[k.From] = append(groups[k.From], dumps[i], ttls[i])
+	}
+	execGroups(ctx, v, groups)
+	restores := make([]*goredis.StatusCmd, len(keys))
+	groups = make([][]goredis.Cmder, v.Len())
+	for i, k := range keys {
+		switch err := dumps[i].Err(); {
+		case err == goredis.Nil:
+			counts.gone++
+			continue
+		case err != nil:
+			fail(k, dumpErr(err))
+			continue
+		case ttls[i].Err() != nil:
+			fail(k, ttls[i].Err())
+			continue
+		}
+		ttl := ttls[i].Val()
+		switch {
+		case ttl == -2: // expired since the DUMP
+			counts.gone++
+			continue
+		case ttl < 0:
+			ttl = 0
+		case ttl < time.Millisecond:
+			ttl = time.Millisecond // about to expire: keep it expiring
+		}
+		restores[i] = goredis.NewStatusCmd(ctx, "restore", k.Key, ttl.Milliseconds(), dumps[i].Val())
+		groups[k.To] = append(groups[k.To], restores[i])
+	}
+	execGroups(ctx, v, groups)
+	// The keys whose new owner now holds them leave their old owner.
+	var deleting []int
+	for i, k := range keys {
+		if restores[i] == nil {
+			continue
+		}
+		switch err := restores[i].Err(); {
+		case err == nil, strings.HasPrefix(err.Error(), "BUSYKEY"):
+			deleting = append(deleting, i)
+		default:
+			fail(k, err)
+		}
+	}
+	dels := delOld(ctx, v, keys, deleting)
+	for _, i := range deleting {
+		k := keys[i]
+		switch {
+		case dels[k.From].Err() != nil:
+			// On both shards now: the next move of the key finds BUSYKEY
+			// and deletes the old copy.
+			fail(k, fmt.Errorf("deleting the old copy: %w", dels[k.From].Err()))
+		case restores[i].Err() == nil:
+			counts.moved++
+		default:
+			counts.onOwner++
+		}
+	}
+	return counts
 }
 
 // delOld deletes keys[i], for each i of which, from its old owner: one DEL
