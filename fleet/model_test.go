@@ -27,6 +27,60 @@ package fleet
 //     on a server other than its owner under T, and a read of each key on
 //     its owner passes the register check with everything acknowledged.
 //
+// What is modelled (after fleet/driver.go, fleet/member.go, redis/fleet.go
+// and redis/fleetmove.go):
+//
+//   - S and D: each key's value (a write ID), the move marks, the fence
+//     epoch, the moved flag, the restored and revoked tokens. Each script
+//     is one atomic step of its server.
+//   - Connections: a process's client names its connections with the epoch
+//     it was made for; a new one is named and checked against the fence;
+//     KILLOLDER drops the messages not yet run on the named connections of
+//     older epochs, late ones included.
+//   - Two processes, each running a short program (writes of distinct
+//     values, deletes, reads), one command at a time. Before a command (or
+//     before running again a command a fence refused) a process applies any
+//     of the newer steps stored, in order, possibly skipping some, and
+//     relabels its clients as Apply does (Preparing after Stable(L) keeps
+//     them; Moving after Preparing relabels the sources, else every shard;
+//     Stable(T) after Moving keeps them, else relabels every shard). A
+//     command routes by the view it started with: Stable(L) and Preparing
+//     to the owner under L; Moving: the move first (mark and dump on the
+//     source, restore on the destination, finish; a busy mark waited for
+//     or settled; an unanswered restore settled; a failed mark's token
+//     aborted; a key found gone is remembered), then the owner under T;
+//     Stable(T) to the owner under T. A refused connection makes the
+//     command wait for a newer state (or give up: FleetWait); a killed
+//     connection or a timeout fails it, its outcome unknown.
+//   - The driver: stores Preparing; scans each destination for the keys it
+//     gains and drops them (refused once the server is marked moved);
+//     fences each source (raise the epoch, kill older connections, mark
+//     moved) and marks the other servers moved; stores Moving; migrates
+//     (scans each source and moves what is there, then lists the marks and
+//     moves their keys, until a pass finds none); cleans up every server
+//     (the restored tokens go; the revoked ones stay, their hour-long
+//     expiry being time, outside the model: a negative control lets them
+//     expire); stores Stable(T). A failed driver resumes from the stored
+//     step. A paused driver is a copy that goes on later with its message
+//     in flight and its program (and may win the compare-and-swap of a
+//     step; the loser resumes).
+//   - A hung server: a message to it may time out at its client (error,
+//     connection closed), then run at any later point, in any order with
+//     other connections' messages, or be dropped by a kill.
+//
+// Abstracted away: time (a mover may settle any mark it finds, as if old,
+// or wait for it); expiries (PEXPIRETIME, ABSTTL); SCAN cursors (a scan
+// reads one key, atomically); batches (one key per move); concurrency
+// inside one process (gates, key locks, a window's remembered keys);
+// go-redis retries (the SDK sets MaxRetries -1); ejections and stand-ins;
+// the store's watch (a process may see any stored step); more than one
+// resharding. A connection that a kill finds between its name and its
+// fence check only fails its command, so the two are one step (the broken
+// variant that checks first splits them). Apply runs between commands: it
+// changes only the next command's view and connections. The bounds: the
+// programs, the timeouts, the paused drivers, and the move tokens (a move
+// that needs one more fails, as if its context ended).
+//
 // Negative controls run the same checker on broken variants of the
 // protocol and require it to find a counterexample.
 
@@ -38,6 +92,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 const (
@@ -73,15 +128,18 @@ const (
 	opRaise   // raiseFenceScript
 	opKill    // CLIENT KILL of fleet connections named with an older epoch
 	opMoved   // HSET fence moved <change>
+	opCleanup // cleanupScript "keep": the restored tokens go (the revoked ones stay an hour)
 )
 
-var opNames = [...]string{"-", "GET", "SET", "DEL", "MARK", "RESTORE", "FINISH", "ABORT", "SETTLE", "SCAN", "HKEYS", "DROPSTALE", "RAISEFENCE", "KILLOLDER", "MARKMOVED"}
+var stepNames = [...]string{"Stable(L)", "Preparing", "Moving", "Stable(T)"}
+
+var opNames = [...]string{"-", "GET", "SET", "DEL", "MARK", "RESTORE", "FINISH", "ABORT", "SETTLE", "SCAN", "HKEYS", "DROPSTALE", "RAISEFENCE", "KILLOLDER", "MARKMOVED", "CLEANUP"}
 
 // Reply kinds.
 const (
-	rOK int8 = iota
-	rErr     // no reply: a killed connection or a timeout (unknown outcome)
-	rRefused // the fence refused the connection
+	rOK      int8 = iota
+	rErr          // no reply: a killed connection or a timeout (unknown outcome)
+	rRefused      // the fence refused the connection
 	rNotMoved
 	rGone
 	rBusy
@@ -94,8 +152,9 @@ const (
 
 type reply struct{ kind, v int8 }
 
-// msg is one message to a server. lab is its connection's epoch (0: an
-// admin connection, unnamed, never fenced).
+// msg is one message to a server. lab is its connection's epoch; 0 for the
+// driver's (its admin connections are unnamed, and its own client's carry
+// the Moving epoch: no fence closes or refuses either).
 type msg struct{ op, srv, key, arg, arg2, lab int8 }
 
 // Command sub-states of an actor (a process's command, or the driver).
@@ -123,6 +182,7 @@ const (
 	dSwapMoving
 	dMigrate
 	dSettle
+	dCleanup
 	dSwapStable
 	dDone
 )
@@ -140,10 +200,15 @@ type actor struct {
 	di, dsub       int8    // driver loop indexes
 	dmask          int8    // driver: marked keys to settle
 	dpass          bool    // driver: marks found in this pass
-	tag            int8    // driver: what the admin message is for
+	tag            int8    // driver, removing stale copies: 0 scan, 2 drop
 }
 
-type conn struct{ lab, st int8 } // st: 0 none, 1 named, 2 live (checked)
+// conn is a process's connection to a server: its epoch, and whether the
+// server knows its name (and it passed the fence check).
+type conn struct {
+	lab  int8
+	live bool
+}
 
 type proc struct {
 	applied int8
@@ -180,20 +245,37 @@ type state struct {
 const (
 	vNone int8 = iota
 	vStaleRead
-	vLostDelete // a read of "absent" with no delete it could come from
+	vLostDelete // a read of "absent" that no delete explains (a lost write)
 	vSourceWrite
 	vLeftOnSource
 	vMarkLeft
 	vExtraCopy
 	vFinalRead
 	vStuck
-	vDriverRefused
 )
 
 var violNames = [...]string{"", "stale read or lost acknowledged write (or resurrected delete)", "read of absent with no delete it may come from (lost write)",
 	"a moving key was written on its source after the source was marked moved", "a moving key is left on its source at Stable(T)",
 	"a move mark is left at Stable(T)", "a key is on a server that does not own it at Stable(T)", "the final value of a key is stale or lost",
-	"a final state that is not Stable(T)", "a driver's removal of stale copies was refused (it could not go on)"}
+	"a final state that is not Stable(T)"}
+
+// Events of note, counted over a search (the model must reach them, else
+// its checks say little).
+const (
+	evRefused        = iota // a fence refused a connection
+	evKillDrop              // a fence's kill dropped a message not yet run
+	evLate                  // a message whose client had given up ran
+	evBusy                  // a move found its key marked by another
+	evRestoreRevoked        // a RESTORE refused: its token was revoked
+	evSettleRestored        // a settle found the token restored
+	evSettleRevoked         // a settle revoked a token
+	evMoved                 // a move deleted its key from the source
+	evWriteOnDest           // a command wrote a moving key on its destination
+	evSkip                  // a process applied a state skipping one
+	nEv
+)
+
+var evNames = [...]string{"refused", "killDrop", "late", "busy", "restoreRevoked", "settleRestored", "settleRevoked", "moved", "writeOnDest", "skip"}
 
 // Protocol variants (the negative controls break one thing each).
 type bug uint16
@@ -206,6 +288,8 @@ const (
 	bugCheckBeforeName
 	bugSettleNoRevoke
 	bugDropUnguarded
+	bugAbortWithoutSettle // a RESTORE with no answer: abort the move at once
+	bugRevokedExpire      // the cleanup's revoked tokens expire before a late RESTORE lands
 )
 
 type opKind struct{ kind, key int8 }
@@ -220,6 +304,7 @@ type model struct {
 	progs          [nProc][]opKind
 	bugs           bug
 	maxStates      int
+	cov            [nEv]int // how often each event of note happened
 
 	// derived
 	wid      [nProc][]int8 // write ID of each program op (0 for reads)
@@ -260,8 +345,9 @@ func (md *model) prepare() state {
 	if md.nw > maxWrites {
 		panic("too many writes")
 	}
-	// S holds both keys; D holds a stale copy of k1 (a leftover of an
-	// earlier change) that the driver must remove before moves begin.
+	// Each key is on its owner under L; k1's destination holds a stale
+	// copy of it (a leftover of an earlier change) that the driver must
+	// remove before moves begin: a read that returns it is stale.
 	for k := range int8(nKey) {
 		s.srv[md.ownerL[k]].val[k] = md.initial[k]
 		s.known[k] = 1 << md.initial[k]
@@ -269,8 +355,7 @@ func (md *model) prepare() state {
 	s.srv[md.ownerT[0]].val[0] = md.stale
 	s.prior[md.initial[0]] = 1 << md.stale
 	for p := range nProc {
-		s.p[p].applied = 0
-		s.p[p].lab = [nSrv]int8{1, 1}
+		s.p[p].lab = [nSrv]int8{1, 1} // both apply Stable(L), epoch 1
 	}
 	s.a[zomA].pc = dDone
 	return s
@@ -281,10 +366,9 @@ type action struct{ kind, who, x, y int8 }
 
 const (
 	aStart int8 = iota
-	aLearn
+	aRetry
 	aGiveUp
 	aExec
-	aExecLost
 	aTimeout
 	aOrphan
 	aDriver
@@ -302,36 +386,72 @@ func (md *model) describe(s *state, act action) string {
 	}
 	m := s.a[act.who].m
 	msgStr := func(m msg) string {
-		return fmt.Sprintf("%s(k%d,%d,%d) on %c epoch %d", opNames[m.op], m.key+1, m.arg, m.arg2, "SD"[m.srv], m.lab)
+		var args string
+		switch m.op {
+		case opGet, opDel, opScan, opDrop:
+			args = fmt.Sprintf("k%d", m.key+1)
+		case opSet:
+			args = fmt.Sprintf("k%d=w%d", m.key+1, m.arg)
+		case opMark, opFinish, opAbort:
+			args = fmt.Sprintf("k%d, token %d", m.key+1, m.arg)
+		case opRestore:
+			args = fmt.Sprintf("k%d=w%d, token %d", m.key+1, m.arg2, m.arg)
+		case opSettle:
+			args = fmt.Sprintf("token %d", m.arg)
+		case opRaise, opKill:
+			args = fmt.Sprint(m.arg)
+		}
+		conn := "a driver's connection (never fenced)"
+		if m.lab > 0 {
+			conn = fmt.Sprintf("a connection of epoch %d", m.lab)
+		}
+		return fmt.Sprintf("%s(%s) on %s", opNames[m.op], args, conn)
 	}
 	phase := func() string {
 		switch {
 		case act.who >= drvA || s.a[act.who].phase == 2:
 			return msgStr(m)
-		case s.a[act.who].phase == 0 && md.bugs&bugCheckBeforeName == 0, s.a[act.who].phase == 1 && md.bugs&bugCheckBeforeName != 0:
-			return fmt.Sprintf("SETNAME epoch %d on %c (for %s)", m.lab, "SD"[m.srv], opNames[m.op])
+		case s.a[act.who].phase == 1:
+			return fmt.Sprintf("SETNAME of a connection of epoch %d (for %s)", m.lab, opNames[m.op])
+		case md.bugs&bugCheckBeforeName != 0:
+			return fmt.Sprintf("fence check of an unnamed connection of epoch %d (for %s)", m.lab, opNames[m.op])
 		default:
-			return fmt.Sprintf("fence check epoch %d on %c (for %s)", m.lab, "SD"[m.srv], opNames[m.op])
+			return fmt.Sprintf("SETNAME and fence check of a new connection of epoch %d (for %s)", m.lab, opNames[m.op])
 		}
 	}
 	switch act.kind {
-	case aStart:
+	case aStart, aRetry:
+		var applied []string
+		for j := range int8(3) {
+			if act.x&(1<<j) != 0 {
+				applied = append(applied, stepNames[act.y+1+j])
+			}
+		}
 		o := md.progs[act.who][s.a[act.who].pc]
-		return fmt.Sprintf("%s starts %s k%d (write id %d) routed by step %d", who, opNames[o.kind], o.key+1, md.wid[act.who][s.a[act.who].pc], s.p[act.who].applied)
-	case aLearn:
-		return fmt.Sprintf("%s applies step %d", who, act.x)
+		what := fmt.Sprintf("starts %s k%d", opNames[o.kind], o.key+1)
+		if w := md.wid[act.who][s.a[act.who].pc]; w != 0 {
+			what += fmt.Sprintf(" (write w%d)", w)
+		}
+		if act.kind == aRetry {
+			what = "retries its command refused by the fence"
+		}
+		if len(applied) > 0 {
+			what = "applies " + strings.Join(applied, ", ") + ", then " + what
+		}
+		return who + " " + what
 	case aGiveUp:
 		return who + " gives up waiting for a newer state"
 	case aExec:
 		return fmt.Sprintf("%c runs %s's %s", "SD"[m.srv], who, phase())
-	case aExecLost:
-		return fmt.Sprintf("%c runs %s's %s; the reply is lost (timeout)", "SD"[m.srv], who, phase())
 	case aTimeout:
 		return fmt.Sprintf("%s times out on %s (it may still run later)", who, phase())
 	case aOrphan:
 		return fmt.Sprintf("%c runs a late %s", "SD"[s.orph[act.x].srv], msgStr(s.orph[act.x]))
 	case aDriver:
-		return fmt.Sprintf("%s takes step %d (store at %d)", who, s.a[act.who].pc, s.store)
+		if st := [...]int8{dPrep: 0, dSwapMoving: 1, dSwapStable: 2}[s.a[act.who].pc]; st != s.store {
+			return who + " fails to store the next step (another driver stored it)"
+		}
+		return fmt.Sprintf("%s stores %s", who, stepNames[s.store+1])
 	case aPause:
 		return "the driver pauses (a new driver resumes; the paused one goes on later)"
 	case aRetryBusy:
@@ -354,6 +474,9 @@ func (md *model) exec(s *state, m msg) reply {
 		if md.moving[k] && md.ownerL[k] == m.srv && sv.moved {
 			s.setViol(vSourceWrite, k)
 		}
+		if md.moving[k] && md.ownerT[k] == m.srv {
+			md.cov[evWriteOnDest]++
+		}
 		if m.op == opSet {
 			sv.val[k] = m.arg
 		} else {
@@ -365,6 +488,7 @@ func (md *model) exec(s *state, m msg) reply {
 			return reply{rNotMoved, 0}
 		}
 		if md.bugs&bugNoMark == 0 && sv.mark[k] != 0 {
+			md.cov[evBusy]++
 			return reply{rBusy, sv.mark[k]}
 		}
 		if sv.val[k] == 0 {
@@ -376,6 +500,7 @@ func (md *model) exec(s *state, m msg) reply {
 		return reply{rDump, sv.val[k]}
 	case opRestore:
 		if md.bugs&bugRestoreIgnoresRevoke == 0 && sv.revoked&(1<<m.arg) != 0 {
+			md.cov[evRestoreRevoked]++
 			return reply{rRevoked, 0}
 		}
 		sv.val[k] = m.arg2
@@ -392,16 +517,19 @@ func (md *model) exec(s *state, m msg) reply {
 			sv.mark[k] = 0
 			if m.op == opFinish {
 				sv.val[k] = 0
+				md.cov[evMoved]++
 			}
 		}
 		return reply{rOK, 0}
 	case opSettle:
 		if sv.restored&(1<<m.arg) != 0 {
+			md.cov[evSettleRestored]++
 			return reply{rRestored, 0}
 		}
 		if md.bugs&bugSettleNoRevoke == 0 {
 			sv.revoked |= 1 << m.arg
 		}
+		md.cov[evSettleRevoked]++
 		return reply{rRevoked, 0}
 	case opScan:
 		return reply{rVal, sv.val[k]}
@@ -428,6 +556,12 @@ func (md *model) exec(s *state, m msg) reply {
 	case opMoved:
 		sv.moved = true
 		return reply{rOK, 0}
+	case opCleanup:
+		sv.restored = 0
+		if md.bugs&bugRevokedExpire != 0 {
+			sv.revoked = 0 // the hour has passed
+		}
+		return reply{rOK, 0}
 	}
 	panic("unknown op")
 }
@@ -438,11 +572,12 @@ func (md *model) exec(s *state, m msg) reply {
 func (md *model) kill(s *state, sv, e int8) {
 	for p := range nProc {
 		c := &s.p[p].conn[sv]
-		if c.st == 0 || c.lab >= e {
+		if !c.live || c.lab >= e {
 			continue
 		}
 		*c = conn{}
 		if a := &s.a[p]; a.m.op != opNone && a.m.srv == sv {
+			md.cov[evKillDrop]++
 			a.m = msg{}
 			md.onReply(s, p, reply{rErr, 0})
 		}
@@ -545,7 +680,7 @@ func (md *model) send(s *state, i int, m msg) {
 	m.lab = a.vlab[m.srv]
 	a.m = m
 	c := &s.p[i].conn[m.srv]
-	if c.lab == m.lab && c.st == 2 {
+	if c.lab == m.lab && c.live {
 		a.phase = 2
 		return
 	}
@@ -585,11 +720,11 @@ func (md *model) startMove(s *state, i int) {
 func (md *model) moveDone(s *state, i int) {
 	a := &s.a[i]
 	if i >= drvA {
-		a.cs = csIdle
 		if a.failed {
 			md.fail(s, i)
 			return
 		}
+		a.cs, a.key, a.tok, a.btok, a.val = csIdle, 0, 0, 0, 0
 		if a.pc == dMigrate {
 			a.di++
 		}
@@ -610,15 +745,22 @@ func (md *model) moveDone(s *state, i int) {
 // step (a paused driver just stops).
 func (md *model) fail(s *state, i int) {
 	a := &s.a[i]
-	a.m, a.cs, a.failed = msg{}, csIdle, false
 	switch {
 	case i < drvA:
-		a.pc++
+		endCommand(a)
 	case i == zomA:
+		*a = actor{}
 		a.pc = dDone
 	default:
 		md.restartDriver(s)
 	}
+}
+
+// endCommand ends a process's command: it goes on to the next, and what
+// the command held is cleared (so that states that differ only there are
+// one).
+func endCommand(a *actor) {
+	*a = actor{pc: a.pc + 1}
 }
 
 func (md *model) restartDriver(s *state) {
@@ -649,8 +791,7 @@ func (md *model) onReply(s *state, i int, r reply) {
 			} else {
 				s.known[o.key] |= 1 << md.wid[i][a.pc]
 			}
-			a.cs = csIdle
-			a.pc++
+			endCommand(a)
 		}
 	case csMark:
 		switch r.kind {
@@ -676,6 +817,11 @@ func (md *model) onReply(s *state, i int, r reply) {
 			a.cs = csAbortAgain
 			md.send(s, i, msg{op: opAbort, srv: src, key: a.key, arg: a.tok})
 		default:
+			if md.bugs&bugAbortWithoutSettle != 0 {
+				a.cs = csAbortFail
+				md.send(s, i, msg{op: opAbort, srv: src, key: a.key, arg: a.tok})
+				return
+			}
 			a.cs = csSettleOwn
 			md.send(s, i, msg{op: opSettle, srv: dst, key: a.key, arg: a.tok})
 		}
@@ -732,15 +878,15 @@ func (md *model) driverStep(s *state, i int) {
 	a := &s.a[i]
 	switch a.pc {
 	case dPrep:
-		if i == zomA || s.store != 0 {
-			a.pc = dDone
+		if s.store != 0 {
+			md.lostSwap(s, i)
 			return
 		}
 		s.store = 1
 		a.pc, a.di = dDrop, 0
 	case dDrop: // the keys each destination gains: scan, then drop
 		if a.di == nKey {
-			a.pc, a.di, a.dsub = dFence, 0, 0
+			a.pc, a.di, a.dsub, a.tag = dFence, 0, 0, 0
 			return
 		}
 		if !md.moving[a.di] {
@@ -758,8 +904,8 @@ func (md *model) driverStep(s *state, i int) {
 		a.cs = csDrv
 		md.send(s, i, msg{op: ops[a.dsub], srv: a.di, arg: fenceEpoch})
 	case dSwapMoving:
-		if i == zomA || s.store != 1 {
-			a.pc = dDone
+		if s.store != 1 {
+			md.lostSwap(s, i)
 			return
 		}
 		s.store = 2
@@ -773,7 +919,7 @@ func (md *model) driverStep(s *state, i int) {
 			a.di++
 			return
 		}
-		a.cs, a.tag = csDrv, 1
+		a.cs = csDrv
 		md.send(s, i, msg{op: opScan, srv: md.ownerL[a.di], key: a.di})
 	case dSettle:
 		switch {
@@ -785,21 +931,39 @@ func (md *model) driverStep(s *state, i int) {
 		case a.di == nSrv && a.dpass:
 			a.di, a.dpass = 0, false
 		case a.di == nSrv:
-			a.pc = dSwapStable
+			a.pc, a.di = dCleanup, 0
 		case !md.isSource[a.di]:
 			a.di++
 		default:
 			a.cs = csDrv
 			md.send(s, i, msg{op: opHkeys, srv: a.di})
 		}
+	case dCleanup:
+		if a.di == nSrv {
+			a.pc = dSwapStable
+			return
+		}
+		a.cs = csDrv
+		md.send(s, i, msg{op: opCleanup, srv: a.di})
 	case dSwapStable:
-		if i == zomA || s.store != 2 {
-			a.pc = dDone
+		if s.store != 2 {
+			md.lostSwap(s, i)
 			return
 		}
 		s.store = 3
 		a.pc = dDone
 	}
+}
+
+// lostSwap: a driver's compare-and-swap of the next step failed (another
+// driver stored it first). The driver fails: a paused one stops, the
+// other resumes from the step stored (as Resume would, run again).
+func (md *model) lostSwap(s *state, i int) {
+	if i == zomA {
+		s.a[i].pc = dDone
+		return
+	}
+	md.restartDriver(s)
 }
 
 func (md *model) fenceOps(sv int8) []int8 {
@@ -822,10 +986,7 @@ func (md *model) onDriverReply(s *state, i int, r reply) {
 	switch a.pc {
 	case dDrop:
 		switch {
-		case r.kind == rNeg:
-			if i == drvA {
-				s.setViol(vDriverRefused, a.di)
-			}
+		case r.kind == rNeg: // the server is marked moved: fail (Resume goes on)
 			md.fail(s, i)
 		case a.tag == 0 && r.v != 0: // the stale copy is there: drop it
 			a.cs, a.tag = csDrv, 2
@@ -851,6 +1012,8 @@ func (md *model) onDriverReply(s *state, i int, r reply) {
 			a.dpass = true
 		}
 		a.di++
+	case dCleanup:
+		a.di++
 	}
 }
 
@@ -861,6 +1024,9 @@ func (md *model) onDriverReply(s *state, i int, r reply) {
 func (md *model) learn(s *state, p int, j int8) {
 	pr := &s.p[p]
 	next := j == pr.applied+1
+	if !next {
+		md.cov[evSkip]++
+	}
 	e := j + 1
 	switch j {
 	case 1: // Preparing after Stable(L): the routing and the clients stay
@@ -881,7 +1047,11 @@ func (md *model) learn(s *state, p int, j int8) {
 
 // ---- successors ----
 
-func (md *model) successors(s *state, emit func(state, action)) {
+func (md *model) successors(s *state, emit0 func(state, action)) {
+	emit := func(n state, a action) {
+		md.runDrivers(&n)
+		emit0(n, a)
+	}
 	if a := &s.a[drvA]; a.pc != dDone && s.zombies < md.maxZombies && s.a[zomA].pc == dDone {
 		md.pause(s, emit)
 	}
@@ -922,8 +1092,22 @@ func (md *model) successors(s *state, emit func(state, action)) {
 		m := n.orph[o]
 		n.orph[o] = msg{}
 		n.sortOrph()
+		md.cov[evLate]++
 		md.exec(&n, m)
 		emit(n, action{aOrphan, 0, int8(o), 0})
+	}
+}
+
+// runDrivers takes the drivers' local steps at once: those that only
+// send a message (which shows when it runs) or move on in the driver's own
+// loops. Storing a step (a compare-and-swap that either driver, the
+// paused one too, may win) stays a transition of its own.
+func (md *model) runDrivers(s *state) {
+	for _, i := range [...]int{drvA, zomA} {
+		a := &s.a[i]
+		for a.pc != dDone && a.m.op == opNone && a.cs == csIdle && a.pc != dPrep && a.pc != dSwapMoving && a.pc != dSwapStable {
+			md.driverStep(s, i)
+		}
 	}
 }
 
@@ -937,38 +1121,47 @@ func (md *model) pause(s *state, emit func(state, action)) {
 
 func (md *model) procSuccessors(s *state, p int, emit func(state, action)) {
 	a := &s.a[p]
-	pr := &s.p[p]
-	if (a.cs == csIdle && int(a.pc) < len(md.progs[p])) || a.cs == csFenced {
-		for j := pr.applied + 1; j <= s.store; j++ {
-			n := *s
-			md.learn(&n, p, j)
-			if a.cs == csFenced { // the command runs again by the new state
-				b := &n.a[p]
-				b.cs, b.view, b.vlab = csOp, n.p[p].applied, n.p[p].lab
-				md.route(&n, p)
-			}
-			emit(n, action{aLearn, int8(p), j, 0})
-		}
+	fenced := a.cs == csFenced
+	if !fenced && (a.cs != csIdle || int(a.pc) >= len(md.progs[p])) {
+		return
 	}
-	switch {
-	case a.cs == csFenced:
+	if fenced { // FleetWait ends
 		n := *s
 		md.fail(&n, p)
 		emit(n, action{aGiveUp, int8(p), 0, 0})
-	case a.cs == csIdle && int(a.pc) < len(md.progs[p]):
-		n := *s
-		b := &n.a[p]
-		o := md.progs[p][b.pc]
-		if o.kind == opGet {
-			b.rsnap = n.known[o.key]
-		} else {
-			w := md.wid[p][b.pc]
-			n.invoked |= 1 << w
-			n.prior[w] = n.known[o.key]
+	}
+	// The steps it applies before it starts (or, refused by a fence,
+	// retries): any of the newer steps stored, in order, possibly skipping
+	// some. (Apply is local to the process: it shows only in the routing
+	// and the connections of its next command, so it is taken here.)
+	newer := s.store - s.p[p].applied
+	for path := int8(0); path < 1<<newer; path++ {
+		if fenced && path == 0 {
+			continue
 		}
-		b.cs, b.view, b.vlab = csOp, pr.applied, pr.lab
+		n := *s
+		from := n.p[p].applied
+		for j := range newer {
+			if path&(1<<j) != 0 {
+				md.learn(&n, p, from+1+j)
+			}
+		}
+		b := &n.a[p]
+		kind := aRetry
+		if !fenced {
+			kind = aStart
+			o := md.progs[p][b.pc]
+			if o.kind == opGet {
+				b.rsnap = n.known[o.key]
+			} else {
+				w := md.wid[p][b.pc]
+				n.invoked |= 1 << w
+				n.prior[w] = n.known[o.key]
+			}
+		}
+		b.cs, b.view, b.vlab = csOp, n.p[p].applied, n.p[p].lab
 		md.route(&n, p)
-		emit(n, action{aStart, int8(p), 0, 0})
+		emit(n, action{kind, int8(p), path, from})
 	}
 }
 
@@ -980,23 +1173,24 @@ func (md *model) msgSuccessors(s *state, i int, emit func(state, action)) {
 	m := a.m
 	n := *s
 	if a.phase < 2 {
+		// Connecting: the name is set, then the fence checked, in one
+		// step (a kill between the two only fails the command); the
+		// broken variant checks first and names after, in two steps.
 		c := &n.p[i].conn[m.srv]
 		b := &n.a[i]
-		named := (a.phase == 0) != (md.bugs&bugCheckBeforeName != 0)
-		if named {
-			c.st = 1
-			if md.bugs&bugCheckBeforeName != 0 {
-				c.st = 2
-			}
-			b.phase++
-		} else if m.lab < n.srv[m.srv].fence {
+		switch {
+		case a.phase == 1: // bugCheckBeforeName: the name, after the check
+			c.live = true
+			b.phase = 2
+		case m.lab < n.srv[m.srv].fence:
 			*c = conn{}
+			md.cov[evRefused]++
 			md.onReply(&n, i, reply{rRefused, 0})
-		} else {
-			if md.bugs&bugCheckBeforeName == 0 {
-				c.st = 2
-			}
-			b.phase++
+		case md.bugs&bugCheckBeforeName != 0:
+			b.phase = 1
+		default:
+			c.live = true
+			b.phase = 2
 		}
 		emit(n, action{aExec, int8(i), 0, 0})
 	} else {
@@ -1006,8 +1200,9 @@ func (md *model) msgSuccessors(s *state, i int, emit func(state, action)) {
 	if !md.hang[m.srv] || s.timeouts >= md.maxTimeouts {
 		return
 	}
-	// Timeouts: the client closes the connection and gets an error; the
-	// message, if the server has not run it, may still run later.
+	// A timeout: the client closes the connection and gets an error; the
+	// message, if it was sent, may still run later (at once: the reply was
+	// lost), or be dropped by a fence's kill.
 	n = *s
 	n.timeouts++
 	if i < drvA {
@@ -1018,16 +1213,6 @@ func (md *model) msgSuccessors(s *state, i int, emit func(state, action)) {
 	}
 	md.onReply(&n, i, reply{rErr, 0})
 	emit(n, action{aTimeout, int8(i), 0, 0})
-	if a.phase == 2 {
-		n = *s
-		n.timeouts++
-		if i < drvA {
-			n.p[i].conn[m.srv] = conn{}
-		}
-		md.exec(&n, m)
-		md.onReply(&n, i, reply{rErr, 0})
-		emit(n, action{aExecLost, int8(i), 0, 0})
-	}
 }
 
 // final checks a state where nothing can run any more.
@@ -1073,7 +1258,10 @@ func (md *model) explore() result {
 	init := md.prepare()
 	seed1, seed2 := maphash.MakeSeed(), maphash.MakeSeed()
 	key := func(s *state) [2]uint64 {
-		return [2]uint64{maphash.Comparable(seed1, *s), maphash.Comparable(seed2, *s)}
+		// state holds no pointers and no padding is ever written (every
+		// state is a copy of the zero-based initial one): hash its bytes.
+		b := unsafe.Slice((*byte)(unsafe.Pointer(s)), unsafe.Sizeof(*s))
+		return [2]uint64{maphash.Bytes(seed1, b), maphash.Bytes(seed2, b)}
 	}
 	visited := map[[2]uint64]struct{}{key(&init): {}}
 	recs := []rec{{parent: -1}}
@@ -1103,47 +1291,51 @@ func (md *model) explore() result {
 		out = append(out, "=> "+violNames[s.viol]+fmt.Sprintf(" (k%d)", s.violDetail+1))
 		return out
 	}
-	for len(queue) > 0 {
-		it := queue[0]
-		queue = queue[1:]
-		res.states++
-		succ := 0
-		var bad *item
-		md.successors(&it.s, func(n state, a action) {
-			succ++
+	// Breadth first, a level at a time (the shortest counterexample).
+	var next []item
+	for len(queue) > 0 && res.viol == vNone && !res.capped {
+		for qi := range queue {
+			it := &queue[qi]
+			res.states++
+			succ := 0
+			var bad *item
+			md.successors(&it.s, func(n state, a action) {
+				succ++
+				if bad != nil {
+					return
+				}
+				k := key(&n)
+				if _, ok := visited[k]; ok {
+					return
+				}
+				visited[k] = struct{}{}
+				recs = append(recs, rec{it.rec, a})
+				nx := item{n, int32(len(recs) - 1)}
+				if n.viol != vNone {
+					bad = &nx
+					return
+				}
+				next = append(next, nx)
+			})
+			if bad == nil && succ == 0 {
+				res.finals++
+				f := it.s
+				md.final(&f)
+				if f.viol != vNone {
+					bad = &item{f, it.rec}
+				}
+			}
 			if bad != nil {
-				return
+				res.viol = bad.s.viol
+				res.trace = trace(bad.s, bad.rec)
+				break
 			}
-			k := key(&n)
-			if _, ok := visited[k]; ok {
-				return
-			}
-			visited[k] = struct{}{}
-			recs = append(recs, rec{it.rec, a})
-			nx := item{n, int32(len(recs) - 1)}
-			if n.viol != vNone {
-				bad = &nx
-				return
-			}
-			queue = append(queue, nx)
-		})
-		if bad == nil && succ == 0 {
-			res.finals++
-			f := it.s
-			md.final(&f)
-			if f.viol != vNone {
-				bad = &item{f, it.rec}
+			if res.states >= md.maxStates {
+				res.capped = true
+				break
 			}
 		}
-		if bad != nil {
-			res.viol = bad.s.viol
-			res.trace = trace(bad.s, bad.rec)
-			break
-		}
-		if res.states >= md.maxStates {
-			res.capped = true
-			break
-		}
+		queue, next = next, queue[:0]
 	}
 	res.elapsed = time.Since(start)
 	return res
@@ -1168,11 +1360,118 @@ func scenario(name string, owners [2][nKey]int8, p0, p1 []opKind, timeouts, zomb
 		maxTimeouts: timeouts, maxZombies: zombies, maxTok: tokens, progs: [nProc][]opKind{p0, p1}, maxStates: 5_000_000}
 }
 
-func TestModelQuick(t *testing.T) {
-	md := scenario("write-read", keyStays, []opKind{set(0), get(0)}, []opKind{get(0)}, 1, 0, 3)
-	res := md.explore()
-	t.Logf("%s: %d states, %d final, %v, viol %d capped %v", md.name, res.states, res.finals, res.elapsed, res.viol, res.capped)
-	for _, l := range res.trace {
-		t.Log(l)
+// modelScenarios are the protocol's checks: short ones by default, and
+// larger ones (longer programs, more timeouts, a paused driver together
+// with a hung destination) with SHARDEDCACHE_LONG=1.
+func modelScenarios(long bool) []*model {
+	k1, k2 := int8(0), int8(1)
+	ops := func(o ...opKind) []opKind { return o }
+	short := []*model{
+		scenario("write k1 / read k1", keyStays, ops(set(k1)), ops(get(k1)), 0, 0, 3),
+		scenario("write+read k1, hung D", keyStays, ops(set(k1), get(k1)), nil, 1, 0, 3),
+		scenario("delete k1 / read k1", keyStays, ops(del(k1)), ops(get(k1)), 0, 0, 3),
+		scenario("two writers of k1", keyStays, ops(set(k1)), ops(set(k1)), 0, 0, 3),
+		scenario("write k1, paused driver", keyStays, ops(set(k1)), nil, 0, 1, 3),
+		scenario("write k2 (stays on S) / write k1", keyStays, ops(set(k2)), ops(set(k1)), 0, 0, 3),
+		scenario("keys cross: write k2 / read k1", keyCrosses, ops(set(k2)), ops(get(k1)), 0, 0, 3),
+	}
+	if !long {
+		return short
+	}
+	return append(short,
+		scenario("write k1 / read k1, hung D", keyStays, ops(set(k1)), ops(get(k1)), 1, 0, 3),
+		scenario("write+read k1 / read k1", keyStays, ops(set(k1), get(k1)), ops(get(k1)), 0, 0, 3),
+		scenario("delete k1 / read k1, hung D", keyStays, ops(del(k1)), ops(get(k1)), 1, 0, 3),
+		scenario("write k1 / read k1, paused driver", keyStays, ops(set(k1)), ops(get(k1)), 0, 1, 3),
+		scenario("keys cross: write k1 / write k2, hung D", keyCrosses, ops(set(k1)), ops(set(k2)), 1, 0, 3),
+		hangBoth(scenario("write k1 / read k1, S and D hang", keyStays, ops(set(k1)), ops(get(k1)), 1, 0, 3)),
+		scenario("delete+read k1 / write k1", keyStays, ops(del(k1), get(k1)), ops(set(k1)), 0, 0, 3),
+		scenario("read+write k1, 2 timeouts on D", keyStays, ops(get(k1), set(k1)), nil, 2, 0, 4),
+		scenario("write+read k1, paused driver, hung D", keyStays, ops(set(k1), get(k1)), nil, 1, 1, 3),
+	)
+}
+
+// hangBoth lets messages to S time out too.
+func hangBoth(md *model) *model {
+	md.hang = [nSrv]bool{true, true}
+	return md
+}
+
+func modelLong() bool { return os.Getenv("SHARDEDCACHE_LONG") == "1" }
+
+// TestModelProtocol searches every interleaving of each scenario and
+// requires that no state breaks a check, that every search ends (it is
+// exhaustive), and that the scenarios together reach every event of note.
+func TestModelProtocol(t *testing.T) {
+	var cov [nEv]int
+	total := 0
+	for _, md := range modelScenarios(modelLong()) {
+		res := md.explore()
+		total += res.states
+		t.Logf("%-45s %8d states %6d final states  %v", md.name, res.states, res.finals, res.elapsed.Round(time.Millisecond))
+		switch {
+		case res.viol != vNone:
+			t.Errorf("%s: %s; counterexample:\n  %s", md.name, violNames[res.viol], strings.Join(res.trace, "\n  "))
+		case res.capped:
+			t.Errorf("%s: the search stopped at %d states: not exhaustive", md.name, res.states)
+		case res.finals == 0:
+			t.Errorf("%s: no final state reached", md.name)
+		}
+		for e := range cov {
+			cov[e] += md.cov[e]
+		}
+	}
+	var evs []string
+	for e, n := range cov {
+		evs = append(evs, fmt.Sprintf("%s=%d", evNames[e], n))
+		if n == 0 {
+			t.Errorf("no scenario reached the event %q: the model lost a behaviour", evNames[e])
+		}
+	}
+	t.Logf("%d states in all; events (transitions): %s", total, strings.Join(evs, " "))
+}
+
+// TestModelNegativeControls runs the checker on broken variants of the
+// protocol: it must find a counterexample in each.
+func TestModelNegativeControls(t *testing.T) {
+	k1 := int8(0)
+	ops := func(o ...opKind) []opKind { return o }
+	for _, c := range []struct {
+		bug  bug
+		name string
+		md   *model
+		want int8
+	}{
+		{bugNoFence, "no fence before moves (only marked moved)",
+			scenario("", keyStays, ops(set(k1)), ops(get(k1)), 0, 0, 3), vSourceWrite},
+		{bugKillBeforeRaise, "the fence kills before it raises the epoch",
+			scenario("", keyStays, ops(set(k1)), ops(get(k1)), 0, 0, 3), vSourceWrite},
+		{bugCheckBeforeName, "a connection checks the fence before it is named",
+			scenario("", keyStays, ops(set(k1)), ops(get(k1)), 0, 0, 3), vSourceWrite},
+		{bugNoMark, "a move that skips the mark (DUMP, RESTORE, DEL)",
+			scenario("", keyStays, ops(set(k1)), ops(get(k1)), 0, 0, 3), vStaleRead},
+		{bugRestoreIgnoresRevoke, "RESTORE without the revoke check",
+			scenario("", keyStays, ops(get(k1), set(k1)), nil, 1, 0, 3), vLeftOnSource},
+		{bugSettleNoRevoke, "a settle that does not revoke",
+			scenario("", keyStays, ops(get(k1), set(k1)), nil, 1, 0, 3), vLeftOnSource},
+		{bugAbortWithoutSettle, "a RESTORE with no answer aborted at once, not settled (hung D)",
+			scenario("", keyStays, ops(get(k1), set(k1)), nil, 1, 0, 3), vFinalRead},
+		{bugRevokedExpire, "revoked tokens gone (their 1 h expiry) before a late RESTORE lands",
+			scenario("", keyStays, ops(get(k1), set(k1)), nil, 1, 0, 3), vFinalRead},
+		{bugDropUnguarded, "a removal of stale copies not refused once moved",
+			scenario("", keyStays, ops(set(k1)), nil, 0, 1, 3), vFinalRead},
+	} {
+		md := c.md
+		md.bugs = c.bug
+		res := md.explore()
+		if res.viol == vNone {
+			t.Errorf("%s: no counterexample in %d states (capped: %v): the checker cannot see this flaw", c.name, res.states, res.capped)
+			continue
+		}
+		t.Logf("%-50s found after %7d states (%v): %s; counterexample:\n  %s", c.name, res.states, res.elapsed.Round(time.Millisecond),
+			violNames[res.viol], strings.Join(res.trace, "\n  "))
+		if res.viol != c.want {
+			t.Errorf("%s: found %q, want %q", c.name, violNames[res.viol], violNames[c.want])
+		}
 	}
 }

@@ -560,7 +560,12 @@ func (b fleetBackend) Migrate(ctx context.Context, st fleet.State, progress func
 	if err != nil {
 		return err
 	}
-	return c.settleMarks(ctx)
+	if err := c.settleMarks(ctx); err != nil {
+		return err
+	}
+	v := c.shards.Acquire()
+	defer v.Release()
+	return cleanUp(ctx, v, false)
 }
 
 // settleMarks moves (settling their marks) the keys still marked on the

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -96,6 +97,42 @@ const settleScript = `
 if redis.call('HEXISTS', '` + restoredKey + `', ARGV[1]) == 1 then return 'restored' end
 redis.call('HSET', '` + revokedKey + `', ARGV[1], 1)
 return 'revoked'`
+
+// cleanupScript, once no move of a resharding is left unsettled: the
+// restored tokens go, and with ARGV[1] == "unmark" the server's moved mark
+// too. The revoked tokens stay (one field per move whose reply was lost):
+// such a RESTORE may arrive at any time, and only the revocation stops it
+// (no clock bounds it; fleet/model_test.go's control "revoked tokens
+// expire" shows the write it would lose).
+const cleanupScript = `
+redis.call('DEL', '` + restoredKey + `')
+if ARGV[1] == 'unmark' then redis.call('HDEL', '` + fenceKey + `', 'moved') end
+return 1`
+
+// cleanUp runs cleanupScript on every shard of v but Redis Cluster ones
+// (they hold none of it), in parallel; unmark also removes the moved mark
+// (one process's window: a fleet keeps it, see Fence).
+func cleanUp(ctx context.Context, v *view, unmark bool) error {
+	mode := "keep"
+	if unmark {
+		mode = "unmark"
+	}
+	cmds := make([]*goredis.Cmd, v.Len())
+	groups := make([][]goredis.Cmder, v.Len())
+	for i := range v.Len() {
+		if clusterClient(v.Client(i)) == nil {
+			cmds[i] = evalCmd(ctx, cleanupScript, nil, mode)
+			groups[i] = []goredis.Cmder{cmds[i]}
+		}
+	}
+	execGroups(ctx, v, groups)
+	for i, cmd := range cmds {
+		if cmd != nil && cmd.Err() != nil {
+			return v.Err(i, fmt.Errorf("cleaning up the resharding's state: %w", cmd.Err()))
+		}
+	}
+	return nil
+}
 
 // fleetSettleAfter is how old a move's mark must be before a command or
 // the migration that finds it settles the move rather than wait for its
@@ -314,7 +351,11 @@ func (f *fleetMoves) try(ctx context.Context, v *view, keys []shardedclient.Movi
 	counts.moved += countKeys(finish) - len(finishFailed)
 	for _, ks := range finish {
 		for _, k := range ks {
-			f.gone.Store(k.Key, struct{}{}) // those that failed to finish are found busy, then settled, next time
+			// One whose finish failed is still marked on its source: a
+			// later move finds it busy and settles it.
+			if !slices.ContainsFunc(finishFailed, func(e *KeyMoveError) bool { return e.Key == k.Key }) {
+				f.gone.Store(k.Key, struct{}{})
+			}
 		}
 	}
 	counts.failed = append(counts.failed, refused...)

@@ -460,8 +460,7 @@ func (m *Migration) moveFrom(ctx context.Context, v *view, p *shardProgress, key
 		for _, k := range batch {
 			from, to, settled := v.Settled(k)
 			switch {
-			case isInternal(k): // the fleet's own state (fence, move marks) stays on its server
-				c.owned++
+			case isInternal(k): // the protocol's own state (fence, move marks) stays, uncounted
 			case !settled:
 				// An ejection changes where it was or where it goes: judged
 				// now, it could be kept or moved where the ejected shard's

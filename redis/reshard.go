@@ -181,6 +181,13 @@ func (c *ShardedClient) endWindow(force bool) error {
 	if err := c.errIfClosed(); err != nil {
 		return err
 	}
+	v := c.shards.Acquire()
+	if v.Moving() && (force || v.Window().Migrated()) {
+		// Best effort: what is left is harmless (internal keys that KEYS
+		// and SCAN leave out), and the next window marks the servers again.
+		_ = cleanUp(context.Background(), v, true)
+	}
+	v.Release()
 	err := c.shards.EndMove(force)
 	if errors.Is(err, shardedclient.ErrMoveIncomplete) {
 		return ErrMigrationIncomplete
