@@ -125,7 +125,7 @@ func TestReshardDeleteAfterEndSticks(t *testing.T) {
 			if err := c.BeginResharding(shards); err != nil {
 				t.Fatal(err)
 			}
-			h := newHold(func(cmd goredis.Cmder) bool { return cmd.Name() == "restore" })
+			h := newHold(func(cmd goredis.Cmder) bool { return isStep(cmd, "restore") })
 			c.Shards()[3].Client.AddHook(h.hook())
 			var wg sync.WaitGroup
 			wg.Go(func() { _ = c.Get(ctx, k).Err() })

@@ -73,7 +73,7 @@ func runRefused(t *testing.T, c *shardedredis.ShardedClient, n int32, opt sharde
 	t.Helper()
 	var refused atomic.Int32
 	c.AddHook(beforeSend(func(_ context.Context, cmds []goredis.Cmder) error {
-		if slices.ContainsFunc(cmds, func(c goredis.Cmder) bool { return c.Name() == "restore" }) && refused.Add(1) <= n {
+		if slices.ContainsFunc(cmds, func(c goredis.Cmder) bool { return isStep(c, "restore") }) && refused.Add(1) <= n {
 			return errors.New("injected: RESTORE refused")
 		}
 		return nil
@@ -126,7 +126,7 @@ func TestReshardRefusedThenCutInSamePage(t *testing.T) {
 	c.AddHook(beforeSend(func(_ context.Context, cmds []goredis.Cmder) error {
 		mu.Lock()
 		defer mu.Unlock()
-		if !refusing || !slices.ContainsFunc(cmds, func(c goredis.Cmder) bool { return c.Name() == "restore" }) {
+		if !refusing || !slices.ContainsFunc(cmds, func(c goredis.Cmder) bool { return isStep(c, "restore") }) {
 			return nil
 		}
 		if refusedKeys == nil {

@@ -217,8 +217,8 @@ func TestMigrationServerSideLeavingShard(t *testing.T) {
 	for _, p := range m.Progress() {
 		moved += p.Moved
 	}
-	if moved != int64(onB) || direct[1].DBSize(ctx).Val() != 0 || direct[0].DBSize(ctx).Val() != n {
-		t.Fatalf("moved %d of b's %d keys; a holds %d, b %d; want all %d on a", moved, onB, direct[0].DBSize(ctx).Val(), direct[1].DBSize(ctx).Val(), n)
+	if moved != int64(onB) || userDBSize(direct[1]).Val() != 0 || userDBSize(direct[0]).Val() != n {
+		t.Fatalf("moved %d of b's %d keys; a holds %d, b %d; want all %d on a", moved, onB, userDBSize(direct[0]).Val(), userDBSize(direct[1]).Val(), n)
 	}
 }
 

@@ -1,7 +1,6 @@
 package redis
 
 import (
-	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -126,9 +125,9 @@ func cleanUp(ctx context.Context, v *view, unmark bool) error {
 		}
 	}
 	execGroups(ctx, v, groups)
-	for i, cmd := range cmds {
+	for _, cmd := range cmds {
 		if cmd != nil && cmd.Err() != nil {
-			return v.Err(i, fmt.Errorf("cleaning up the resharding's state: %w", cmd.Err()))
+			return fmt.Errorf("cleaning up the resharding's state: %w", cmd.Err()) // names the shard (execGroups)
 		}
 	}
 	return nil
@@ -150,6 +149,10 @@ type fleetMoves struct {
 	// has no moves (see moveOn).
 	prev *ring.Ring
 	gone sync.Map // key -> struct{}
+	// ended holds the tokens of this process's attempts that ended with
+	// keys failed: a mark of one is no move in progress, so a later move
+	// settles it at once rather than wait fleetSettleAfter.
+	ended sync.Map // token -> struct{}
 }
 
 // newToken returns a move token: the resharding's ID, 8 random hex
@@ -235,6 +238,12 @@ func (f *fleetMoves) try(ctx context.Context, v *view, keys []shardedclient.Movi
 		counts.failed = append(counts.failed, &KeyMoveError{Key: k.Key, From: v.Label(k.From), To: v.Label(k.To), Err: err})
 	}
 	token := f.newToken()
+	failedBefore := len(counts.failed)
+	defer func() {
+		if len(counts.failed) > failedBefore {
+			f.ended.Store(token, struct{}{})
+		}
+	}()
 	// 1. Mark and read, one script per source.
 	bySource := groupBy(keys, func(k shardedclient.MovingKey) int { return k.From })
 	marks := make(map[int]*goredis.Cmd, len(bySource))
@@ -264,7 +273,7 @@ func (f *fleetMoves) try(ctx context.Context, v *view, keys []shardedclient.Movi
 			// a later move finds them and settles them.
 			unmark[from] = ks
 			for _, k := range ks {
-				fail(k, v.Err(from, dumpErr(err)))
+				fail(k, dumpErr(err)) // names the shard (execGroups)
 			}
 			continue
 		}
@@ -322,7 +331,7 @@ func (f *fleetMoves) try(ctx context.Context, v *view, keys []shardedclient.Movi
 		}
 		switch {
 		case err != nil:
-			err = v.Err(to, cmp.Or(restoreErr, err))
+			err = restoreErr // the RESTORE's failure, naming the shard (execGroups); the settling's was no better
 			if dead != nil && !isReplyError(err) && !isContextErr(err) {
 				dead.Store(to, err)
 			}
@@ -337,7 +346,7 @@ func (f *fleetMoves) try(ctx context.Context, v *view, keys []shardedclient.Movi
 			continue
 		case restoreErr != nil:
 			for _, k := range ks {
-				refused = append(refused, &KeyMoveError{Key: k.Key, From: v.Label(k.From), To: v.Label(k.To), Err: v.Err(to, restoreErr)})
+				refused = append(refused, &KeyMoveError{Key: k.Key, From: v.Label(k.From), To: v.Label(k.To), Err: restoreErr})
 			}
 		default: // "revoked": a settler took the move back; the source holds the key
 			again = append(again, ks...)
@@ -379,7 +388,7 @@ func (f *fleetMoves) finish(ctx context.Context, v *view, token string, bySource
 		if err := cmds[from].Err(); err != nil {
 			for _, k := range ks {
 				failed = append(failed, &KeyMoveError{Key: k.Key, From: v.Label(k.From), To: v.Label(k.To),
-					Err: fmt.Errorf("ending the move on the old owner (%s): %w", mode, v.Err(from, err))})
+					Err: fmt.Errorf("ending the move on the old owner (%s): %w", mode, err)})
 			}
 		}
 	}
@@ -387,17 +396,25 @@ func (f *fleetMoves) finish(ctx context.Context, v *view, token string, bySource
 }
 
 // settleBusy settles the marks of busy that are older than
-// fleetSettleAfter (finishing or taking back their moves), and returns
-// every busy key to try again.
+// fleetSettleAfter, or left by an attempt of this process that ended:
+// a move restored on its new owner is finished (and counted moved), one
+// revoked is taken back and its key returned to try again, as are the
+// keys whose marks are young.
 func (f *fleetMoves) settleBusy(ctx context.Context, v *view, busy []busyKey, counts *moveCounts) []shardedclient.MovingKey {
 	again := make([]shardedclient.MovingKey, 0, len(busy))
-	settled := map[string]string{} // token -> outcome
+	// A token's outcome is its destination's: one attempt's token goes to
+	// every destination of its keys, and each restores or revokes it alone.
+	type tokenAt struct {
+		token string
+		to    int
+	}
+	settled := map[tokenAt]string{}
 	for _, b := range busy {
-		if tokenAge(b.token) < fleetSettleAfter {
+		if _, ended := f.ended.Load(b.token); !ended && tokenAge(b.token) < fleetSettleAfter {
 			again = append(again, b.key)
 			continue
 		}
-		outcome, ok := settled[b.token]
+		outcome, ok := settled[tokenAt{b.token, b.key.To}]
 		if !ok {
 			var err error
 			if outcome, err = settle(ctx, v, b.key.To, b.token); err != nil {
@@ -405,7 +422,7 @@ func (f *fleetMoves) settleBusy(ctx context.Context, v *view, busy []busyKey, co
 					Err: fmt.Errorf("settling an earlier move of the key (it stays unsettled until the new owner answers): %w", v.Err(b.key.To, err))})
 				continue
 			}
-			settled[b.token] = outcome
+			settled[tokenAt{b.token, b.key.To}] = outcome
 		}
 		mode := "abort"
 		if outcome == "restored" {
@@ -413,6 +430,11 @@ func (f *fleetMoves) settleBusy(ctx context.Context, v *view, busy []busyKey, co
 		}
 		if failed := f.finish(ctx, v, b.token, map[int][]shardedclient.MovingKey{b.key.From: {b.key}}, mode); len(failed) > 0 {
 			counts.failed = append(counts.failed, failed...)
+			continue
+		}
+		if mode == "finish" { // the move is done now
+			counts.moved++
+			f.gone.Store(b.key.Key, struct{}{})
 			continue
 		}
 		again = append(again, b.key)
