@@ -72,7 +72,7 @@ type countsFixture struct {
 	busy, gone map[string]bool
 }
 
-func newCountsFixture(t *testing.T, prefix string) *countsFixture {
+func newCountsFixture(t *testing.T, prefix string, busyDirect bool) *countsFixture {
 	t.Helper()
 	f := &countsFixture{want: map[string]string{}, busy: map[string]bool{}, gone: map[string]bool{}}
 	f.shards, f.direct, f.c = safetyFixture(t, 2, 1, shardedredis.Health{})
@@ -99,7 +99,11 @@ func newCountsFixture(t *testing.T, prefix string) *countsFixture {
 	}
 	for _, k := range f.moving[:30] {
 		f.busy[k] = true
-		if err := f.c.Set(ctx, k, "new:"+k, 0).Err(); err != nil { // moved first, then written on b
+		write := f.c.Set // moved first, then written on b
+		if busyDirect {
+			write = f.direct[1].Set // on b while a holds the key: MIGRATE's BUSYKEY
+		}
+		if err := write(ctx, k, "new:"+k, 0).Err(); err != nil {
 			t.Fatal(err)
 		}
 		f.want[k] = "new:" + k
@@ -120,7 +124,7 @@ func newCountsFixture(t *testing.T, prefix string) *countsFixture {
 // a); a second migration settles them (restored: it finishes their
 // moves) and counts them moved.
 func TestMigrationCounts(t *testing.T) {
-	f := newCountsFixture(t, "mc:")
+	f := newCountsFixture(t, "mc:", false)
 	direct, c, next, want, moving, busy, gone := f.direct, f.c, f.next, f.want, f.moving, f.busy, f.gone
 	const n = countsKeys
 	var mu sync.Mutex

@@ -132,13 +132,17 @@ func TestReshardRefusedThenCutInSamePage(t *testing.T) {
 		if refusedKeys == nil {
 			refusedKeys = map[string]bool{}
 			for _, cmd := range cmds {
-				refusedKeys[fmt.Sprint(cmd.Args()[1])] = true
+				if step, keys := moveStep(cmd); step == "restore" {
+					for _, k := range keys {
+						refusedKeys[k] = true
+					}
+				}
 			}
 			time.AfterFunc(300*time.Millisecond, cancel) // while the next batch waits
 			return errors.New("injected: RESTORE refused")
 		}
 		for _, cmd := range cmds {
-			if refusedKeys[fmt.Sprint(cmd.Args()[1])] {
+			if _, keys := moveStep(cmd); slices.ContainsFunc(keys, func(k string) bool { return refusedKeys[k] }) {
 				return errors.New("injected: RESTORE refused")
 			}
 		}

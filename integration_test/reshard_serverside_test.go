@@ -31,7 +31,7 @@ import (
 // exactly where it belongs, every server holds exactly what a plain map
 // says (moved keys with their TTL), and a second run moves the failed keys.
 func TestMigrationServerSide(t *testing.T) {
-	f := newCountsFixture(t, "ms:")
+	f := newCountsFixture(t, "ms:", true)
 	direct, c, want, busy, gone := f.direct, f.c, f.want, f.busy, f.gone
 	const n = countsKeys
 	moving := map[string]bool{}

@@ -306,7 +306,7 @@ func (c *ShardedClient) fleetSwitch(st fleet.State, list []fleet.Shard, relabel 
 	}
 	var err error
 	if begin {
-		err = c.switchShards(opts, c.beginWindow(st.Change, nil))
+		err = c.switchShards(opts, c.beginWindow(st.Change, true, nil))
 	} else {
 		err = c.SetShards(opts)
 	}
@@ -565,7 +565,7 @@ func (b fleetBackend) Migrate(ctx context.Context, st fleet.State, progress func
 	}
 	v := c.shards.Acquire()
 	defer v.Release()
-	return cleanUp(ctx, v, false)
+	return cleanUp(ctx, v)
 }
 
 // settleMarks moves (settling their marks) the keys still marked on the

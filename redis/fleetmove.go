@@ -39,12 +39,13 @@ func isInternal(key string) bool { return strings.HasPrefix(key, internalPrefix)
 
 // markScript, on a source: for each key, {"busy", token} when a move
 // marks it, {"gone"} when the source does not hold it, else it marks the
-// key with ARGV[1] and returns {"dump", DUMP, PEXPIRETIME}. It refuses
-// (NOTMOVED) on a server that the fence has not marked moved for the
-// resharding ARGV[2]: no key leaves a source before every source is
-// fenced.
+// key with ARGV[1] and returns {"dump", DUMP, PEXPIRETIME}. In a fleet
+// (ARGV[2] not empty) it refuses (NOTMOVED) on a server that the fence has
+// not marked moved for the resharding ARGV[2]: no key leaves a source
+// before every source is fenced. One process alone is the whole fleet: it
+// has no other process to fence, and passes "".
 const markScript = `
-if redis.call('HGET', '` + fenceKey + `', 'moved') ~= ARGV[2] then
+if ARGV[2] ~= '' and redis.call('HGET', '` + fenceKey + `', 'moved') ~= ARGV[2] then
   return redis.error_reply('NOTMOVED this server is not fenced for resharding ' .. ARGV[2])
 end
 local out = {}
@@ -98,29 +99,22 @@ redis.call('HSET', '` + revokedKey + `', ARGV[1], 1)
 return 'revoked'`
 
 // cleanupScript, once no move of a resharding is left unsettled: the
-// restored tokens go, and with ARGV[1] == "unmark" the server's moved mark
-// too. The revoked tokens stay (one field per move whose reply was lost):
+// restored tokens go. The revoked tokens stay (one field per move whose reply was lost):
 // such a RESTORE may arrive at any time, and only the revocation stops it
 // (no clock bounds it; fleet/model_test.go's control "revoked tokens
 // expire" shows the write it would lose).
 const cleanupScript = `
 redis.call('DEL', '` + restoredKey + `')
-if ARGV[1] == 'unmark' then redis.call('HDEL', '` + fenceKey + `', 'moved') end
 return 1`
 
 // cleanUp runs cleanupScript on every shard of v but Redis Cluster ones
-// (they hold none of it), in parallel; unmark also removes the moved mark
-// (one process's window: a fleet keeps it, see Fence).
-func cleanUp(ctx context.Context, v *view, unmark bool) error {
-	mode := "keep"
-	if unmark {
-		mode = "unmark"
-	}
+// (they hold none of it), in parallel.
+func cleanUp(ctx context.Context, v *view) error {
 	cmds := make([]*goredis.Cmd, v.Len())
 	groups := make([][]goredis.Cmder, v.Len())
 	for i := range v.Len() {
 		if clusterClient(v.Client(i)) == nil {
-			cmds[i] = evalCmd(ctx, cleanupScript, nil, mode)
+			cmds[i] = evalCmd(ctx, cleanupScript, nil)
 			groups[i] = []goredis.Cmder{cmds[i]}
 		}
 	}
@@ -144,6 +138,9 @@ const fleetSettleAfter = time.Second
 // puts them back, so they need no round trip again).
 type fleetMoves struct {
 	change string
+	// fenced: a fleet's resharding, whose sources are fenced and marked
+	// moved for change (see markScript); false in one process alone.
+	fenced bool
 	// prev is the previous ring of the window the moves belong to (a
 	// window's views share it): a view of another window, or of none,
 	// has no moves (see moveOn).
@@ -249,7 +246,11 @@ func (f *fleetMoves) try(ctx context.Context, v *view, keys []shardedclient.Movi
 	marks := make(map[int]*goredis.Cmd, len(bySource))
 	groups := make([][]goredis.Cmder, v.Len())
 	for from, ks := range bySource {
-		marks[from] = evalCmd(ctx, markScript, keyNames(ks), token, f.change)
+		fence := ""
+		if f.fenced {
+			fence = f.change
+		}
+		marks[from] = evalCmd(ctx, markScript, keyNames(ks), token, fence)
 		groups[from] = []goredis.Cmder{marks[from]}
 	}
 	execGroups(ctx, v, groups)

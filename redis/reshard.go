@@ -93,29 +93,9 @@ func (c *ShardedClient) BeginResharding(shards []ShardOptions) error {
 	if err := c.clusterSourceErr(shards); err != nil {
 		return err
 	}
-	change := newMoveID()
-	return c.switchShards(shards, c.beginWindow(change, func(v *view) error {
-		if err := dropStale(context.Background(), v); err != nil {
-			return err
-		}
-		return markMoved(context.Background(), v, change)
+	return c.switchShards(shards, c.beginWindow(newMoveID(), false, func(v *view) error {
+		return dropStale(context.Background(), v)
 	}))
-}
-
-// markMoved marks every shard of v's window moved for change, which lets
-// keys leave it (see markScript): in one process, the window is the whole
-// fleet. A Redis Cluster shard is left out.
-func markMoved(ctx context.Context, v *view, change string) error {
-	for i := range v.Len() {
-		if clusterClient(v.Client(i)) != nil {
-			continue // never a source (see clusterSourceErr); its keys move by moveBatch
-		}
-		err := v.Client(i).HSet(ctx, fenceKey, "moved", change).Err()
-		if err != nil {
-			return v.Err(i, fmt.Errorf("BeginResharding: marking the shard moved: %w", err))
-		}
-	}
-	return nil
 }
 
 // newMoveID returns a random resharding ID, 16 hex digits.
@@ -184,8 +164,8 @@ func (c *ShardedClient) endWindow(force bool) error {
 	v := c.shards.Acquire()
 	if v.Moving() && (force || v.Window().Migrated()) {
 		// Best effort: what is left is harmless (internal keys that KEYS
-		// and SCAN leave out), and the next window marks the servers again.
-		_ = cleanUp(context.Background(), v, true)
+		// and SCAN leave out).
+		_ = cleanUp(context.Background(), v)
 	}
 	v.Release()
 	err := c.shards.EndMove(force)
@@ -328,10 +308,11 @@ func (c *ShardedClient) moveOn(ctx context.Context, v *view, keys []shardedclien
 }
 
 // beginWindow opens a resharding window to shards (BeginMove) whose keys
-// move by the protocol of package fleet under the ID change: after
-// prepare (the servers' state, and what the caller adds in also), the
-// moves are bound to the window before it serves a command.
-func (c *ShardedClient) beginWindow(change string, also func(*view) error) func([]Shard, func(*view) error) error {
+// move by the protocol of package fleet under the ID change (fenced: a
+// fleet's, see fleetMoves): after prepare (the servers' state, and what
+// the caller adds in also), the moves are bound to the window before it
+// serves a command.
+func (c *ShardedClient) beginWindow(change string, fenced bool, also func(*view) error) func([]Shard, func(*view) error) error {
 	return func(sh []Shard, prepare func(*view) error) error {
 		return c.shards.BeginMove(sh, func(v *view) error {
 			if err := prepare(v); err != nil {
@@ -342,7 +323,7 @@ func (c *ShardedClient) beginWindow(change string, also func(*view) error) func(
 					return err
 				}
 			}
-			c.fleet.moves.Store(&fleetMoves{change: change, prev: v.Previous()})
+			c.fleet.moves.Store(&fleetMoves{change: change, fenced: fenced, prev: v.Previous()})
 			return nil
 		})
 	}
