@@ -45,7 +45,15 @@
 //     destination — once it answers again — to revoke the token unless it
 //     was restored, in one atomic step: restored, the move is finished
 //     (the source's copy goes); revoked, a RESTORE that arrives later is
-//     refused, and the mark goes (the source's copy stays the truth).
+//     refused, and the mark goes (the source's copy stays the truth). An
+//     attempt's token goes to every destination of its keys, so the
+//     outcome is the key's own destination's. Revocations are kept (no
+//     clock bounds how late a RESTORE may arrive); restored tokens are
+//     dropped once the migration has settled every move.
+//
+// One process alone runs the same moves (package redis, BeginResharding):
+// it is the whole fleet, so it has no step to announce and no fence to
+// raise, and the first move's check that the source is fenced is left out.
 //
 // # The steps
 //
