@@ -160,6 +160,7 @@ func runWorker(t *testing.T) {
 					}
 				}
 				octx, cancel := context.WithTimeout(ctx, 2*time.Second)
+				var err error // this goroutine's own
 				mine := keyName(worker, g, rng.IntN(keysPerGoroutine))
 				o := op{Key: mine, Start: time.Now().UnixNano()}
 				switch r := rng.IntN(100); {
