@@ -1,0 +1,7 @@
+//go:build !linux
+
+package serverproc
+
+import "os/exec"
+
+func dieWithParent(*exec.Cmd) {}
