@@ -60,6 +60,12 @@ func planDiff(old, next *fleet) (ring.Diff, error) {
 	return old.mc.PlanResharding(next.list.Memcache.Shards)
 }
 
+// ringOwners is key's owner under old's ring and next's, and whether it
+// moves (ring.Owners).
+func ringOwners(old, next *fleet, key string) (from, to int, moved bool) {
+	return ring.Owners(old.ring, next.ring, key)
+}
+
 // moveCount is what a scan found for one (from, to) pair: to is -1 for
 // keys that stay, from -1 for stray keys.
 type moveCount struct{ Keys, Bytes int64 }
@@ -81,7 +87,7 @@ func scanMoves(ctx context.Context, old, next *fleet) (map[[2]int]*moveCount, er
 	for i, s := range old.servers {
 		err := s.Scan(ctx, true, func(page []scanned) error {
 			for _, k := range page {
-				from, to, moved := ring.Owners(old.ring, next.ring, k.Key)
+				from, to, moved := ringOwners(old, next, k.Key)
 				switch {
 				case from != i:
 					add(strayPair, k.Size)
