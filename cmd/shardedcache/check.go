@@ -30,7 +30,7 @@ against live writers:
   - the owner holds a copy: the owner's copy wins, the strays are deleted;
   - the owner holds none and the strays hold one value (one stray, or
     several with the same value): it is added to the owner (Redis RESTORE
-    without REPLACE; memcached "ms ... MA", an add), keeping its time to
+    without REPLACE; memcached "ms ... ME", an add), keeping its time to
     live, then the strays are deleted;
   - strays that disagree and no owner's copy: reported and left, unless
     --winner names the shard whose copy wins.

@@ -199,7 +199,7 @@ func (s *mcServer) Get(ctx context.Context, key string) (c copyOf, ok bool, err 
 	return c, ok, err
 }
 
-// Add sends "ms <key> <size> MA F<flags> T<exptime>": stored only if the
+// Add sends "ms <key> <size> ME F<flags> T<exptime>" (mode E: add): stored only if the
 // server has no copy ("HD"; "NS" when it has one).
 func (s *mcServer) Add(ctx context.Context, key string, c copyOf) (bool, error) {
 	if err := legal(key); err != nil {
@@ -209,7 +209,7 @@ func (s *mcServer) Add(ctx context.Context, key string, c copyOf) (bool, error) 
 	if c.TTLms > 0 {
 		ttl = int32(max(c.TTLms/1000, 1))
 	}
-	req := fmt.Sprintf("ms %s %d MA F%d T%d\r\n%s\r\n", key, len(c.Payload), c.Flags, mcmeta.Expiration(ttl, time.Now()), c.Payload)
+	req := fmt.Sprintf("ms %s %d ME F%d T%d\r\n%s\r\n", key, len(c.Payload), c.Flags, mcmeta.Expiration(ttl, time.Now()), c.Payload)
 	var stored bool
 	err := s.roundTrip(ctx, req, func(rd *bufio.Reader) error {
 		l, err := line(rd)
@@ -219,7 +219,7 @@ func (s *mcServer) Add(ctx context.Context, key string, c copyOf) (bool, error) 
 		case l == "HD":
 			stored = true
 		case l != "NS":
-			return fmt.Errorf("memcached %s: ms %s MA: %s", s.addr, key, l)
+			return fmt.Errorf("memcached %s: ms %s ME: %s", s.addr, key, l)
 		}
 		return nil
 	})
