@@ -1,0 +1,110 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+)
+
+// reshard from 3 shards to 4, killed with SIGKILL midway (the checkpoint
+// file then holds a migration under way) and run again: it resumes from
+// the checkpoint, and every key ends on its new owner alone with its
+// value, and the file is gone. A third run of the finished change is
+// refused (exit 2) rather than deleting the moved keys as stale.
+func TestReshardKilledAndResumed(t *testing.T) {
+	needServers(t)
+	flushRedis(t)
+	old := redisList(t, "old.yaml", redisAddrs[:3]...)
+	next := redisList(t, "new.yaml", redisAddrs...)
+	cp := filepath.Join(t.TempDir(), "cp.json")
+	f := openTestFleet(t, next)
+	db := make([]*goredis.Client, len(redisAddrs))
+	for i, a := range redisAddrs {
+		db[i] = redisClient(t, a, 0)
+	}
+	before := openTestFleet(t, old)
+	const n = 6000
+	want := []map[string]string{{}, {}, {}, {}}
+	pipes := make([]goredis.Pipeliner, 3)
+	for i := range pipes {
+		pipes[i] = db[i].Pipeline()
+	}
+	for i := range n {
+		k, v := "k:"+itoa(i), "value "+itoa(i)
+		pipes[before.ring.Locate(k)].Set(ctx, k, v, 0)
+		want[f.ring.Locate(k)][k] = v
+	}
+	for _, p := range pipes {
+		if _, err := p.Exec(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// 6000 keys at 1500 keys/s: killed once the new shard holds some.
+	cmd := exec.Command(binary, "reshard", old, next, "--checkpoint", cp, "--rate", "1500", "--batch", "50")
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(20 * time.Second); db[3].DBSize(ctx).Val() < 200; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			t.Fatalf("the new shard got no key in 20 s:\n%s", out.String())
+		}
+	}
+	time.Sleep(1100 * time.Millisecond) // a checkpoint saved after some moves
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	var exit *exec.ExitError
+	if err := cmd.Wait(); !errors.As(err, &exit) || exit.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+		t.Fatalf("reshard ended before it was killed (%v):\n%s", err, out.String())
+	}
+	onNew := db[3].DBSize(ctx).Val()
+	if onNew == 0 || onNew >= int64(len(want[3])) {
+		t.Fatalf("killed with %d of %d keys on the new shard: not midway", onNew, len(want[3]))
+	}
+	var saved checkpointFile
+	if b, err := os.ReadFile(cp); err != nil || json.Unmarshal(b, &saved) != nil || saved.Checkpoint == nil {
+		t.Fatalf("the checkpoint file after the kill: %v %+v", err, saved)
+	}
+	moving := false
+	for _, s := range saved.Checkpoint.Shards {
+		moving = moving || s.Cursor != 0 || s.Swept
+	}
+	if !moving {
+		t.Fatalf("the checkpoint shows no progress: %+v", saved.Checkpoint)
+	}
+
+	r := cli(t, "reshard", old, next, "--checkpoint", cp).wantCode(t, exitOK)
+	if !strings.Contains(r.stdout, "every key moved; the window is ended") {
+		t.Fatalf("the resumed reshard:\n%s", r.stdout)
+	}
+	for i := range db {
+		if got := keysOf(t, db[i]); !maps.Equal(got, want[i]) {
+			t.Errorf("shard %d holds %d keys, want %d (its own, with their values)", i, len(got), len(want[i]))
+		}
+	}
+	if _, err := os.Stat(cp); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the checkpoint file is still there: %v", err)
+	}
+	r = cli(t, "reshard", old, next, "--checkpoint", cp).wantCode(t, exitUsage)
+	if !strings.Contains(r.stderr, "NEW's shards already hold "+itoa(len(want[3]))+" keys that NEW places there and OLD does not") {
+		t.Errorf("a second run:\n%s", r.stderr)
+	}
+	if got := db[3].DBSize(ctx).Val(); got != int64(len(want[3])) {
+		t.Errorf("the refused run left %d keys on the new shard, want %d", got, len(want[3]))
+	}
+}
