@@ -282,3 +282,42 @@ func TestCheckFixMemcache(t *testing.T) {
 		t.Errorf("the moved copy: %+v %v %v, want flags 42 and a TTL near 3600 s", c, ok, err)
 	}
 }
+
+// stats reads each shard's counters; a list whose password the server
+// refuses fails (exit 3) naming the shard, without printing the password.
+func TestStats(t *testing.T) {
+	needServers(t)
+	flushRedis(t)
+	list := redisList(t, "two.yaml", redisAddrs[0], redisAddrs[1])
+	db := redisClient(t, redisAddrs[1], 0)
+	for i := range 5 {
+		db.Set(ctx, "k"+itoa(i), i, 0)
+	}
+	r := cli(t, "stats", list).wantCode(t, exitOK)
+	lines := strings.Split(r.stdout, "\n")
+	if len(lines) < 4 || !strings.Contains(lines[1], "SHARD  KEYS") ||
+		!strings.Contains(lines[2], `0 "a" (`+redisAddrs[0]+`)     0`) || !strings.Contains(lines[3], `1 "b" (`+redisAddrs[1]+`)     5`) {
+		t.Errorf("stats:\n%s", r.stdout)
+	}
+	r = cli(t, "stats", memcacheList(t, mcAddrs...)).wantCode(t, exitOK)
+	if !strings.Contains(r.stdout, `2 "c" (`+mcAddrs[2]+`)`) {
+		t.Errorf("stats of memcached:\n%s", r.stdout)
+	}
+	// The server wants another password (the default user of a server
+	// without one takes any password).
+	if err := redisClient(t, redisAddrs[0], 0).ConfigSet(ctx, "requirepass", "another").Err(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		c := goredis.NewClient(&goredis.Options{Addr: redisAddrs[0], Password: "another"})
+		defer c.Close()
+		if err := c.ConfigSet(ctx, "requirepass", "").Err(); err != nil {
+			t.Error(err)
+		}
+	}()
+	withPassword := writeFile(t, "pw.yaml", "options: {password_env: SHARDEDCACHE_TEST_PASSWORD}\nshards:\n  - {name: a, addr: \""+redisAddrs[0]+"\"}\n")
+	r = cli(t, "stats", withPassword).wantCode(t, exitFailed)
+	if !strings.Contains(r.stderr, `reading the stats of shard 0 "a"`) {
+		t.Errorf("stats with a password the server refuses:\n%s", r.stderr)
+	}
+}

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/shardedcache/shardedcache/internal/rediscluster"
 )
 
 // reshard from 3 shards to 4, killed with SIGKILL midway (the checkpoint
@@ -106,5 +108,51 @@ func TestReshardKilledAndResumed(t *testing.T) {
 	}
 	if got := db[3].DBSize(ctx).Val(); got != int64(len(want[3])) {
 		t.Errorf("the refused run left %d keys on the new shard, want %d", got, len(want[3]))
+	}
+}
+
+// to-cluster prints the cluster plan, and moves every key of a 2-shard
+// list into a 3-master Redis Cluster, where each is then read back.
+func TestToCluster(t *testing.T) {
+	needServers(t)
+	flushRedis(t)
+	cluster, err := rediscluster.Start(ctx, 3, 0, 5*time.Second)
+	if err != nil {
+		if errors.Is(err, rediscluster.ErrNoBinaries) && os.Getenv("CI") != "true" {
+			t.Skip(err)
+		}
+		t.Fatal(err)
+	}
+	defer cluster.Stop()
+	list := redisList(t, "two.yaml", redisAddrs[0], redisAddrs[1])
+	f := openTestFleet(t, list)
+	const n = 500
+	for i := range n {
+		k := "k:" + itoa(i)
+		f.rdb.Shards()[f.ring.Locate(k)].Client.Set(ctx, k, i, 0)
+	}
+	addr := cluster.Nodes[0].Addr
+	r := cli(t, "to-cluster", "--dry-run", list, addr).wantCode(t, exitOK)
+	if !strings.HasPrefix(r.stdout, itoa(n)+" keys scanned; the cluster's masters:\n") {
+		t.Fatalf("to-cluster --dry-run:\n%s", r.stdout)
+	}
+	if got := f.rdb.Shards()[0].Client.DBSize(ctx).Val() + f.rdb.Shards()[1].Client.DBSize(ctx).Val(); got != n {
+		t.Fatalf("the dry run changed the shards: %d keys, want %d", got, n)
+	}
+	r = cli(t, "to-cluster", list, addr).wantCode(t, exitOK)
+	if !strings.Contains(r.stdout, "every key is in the cluster; the window is ended") {
+		t.Fatalf("to-cluster:\n%s", r.stdout)
+	}
+	cc := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: []string{addr}})
+	defer cc.Close()
+	for i := range n {
+		if v := cc.Get(ctx, "k:"+itoa(i)).Val(); v != itoa(i) {
+			t.Fatalf("k:%d in the cluster = %q, want %d", i, v, i)
+		}
+	}
+	for i := range 2 {
+		if got := f.rdb.Shards()[i].Client.DBSize(ctx).Val(); got != 0 {
+			t.Errorf("shard %d still holds %d keys", i, got)
+		}
 	}
 }
