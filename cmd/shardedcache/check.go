@@ -212,8 +212,8 @@ func printStrays(w io.Writer, f *fleet, strays []*stray, sample int) {
 	for _, st := range strays {
 		counts[st.Action]++
 	}
-	fmt.Fprintf(w, "\n%d stray keys: %d where the owner's copy wins, %d to move to their owner, %d with disagreeing copies, %d gone since the scan\n",
-		len(strays), counts[actDelete], counts[actMove], counts[actConflict], counts[actGone])
+	fmt.Fprintf(w, "\n%s: %d where the owner's copy wins, %d to move to their owner, %d with disagreeing copies, %d gone since the scan\n",
+		count(len(strays), "stray key", "stray keys"), counts[actDelete], counts[actMove], counts[actConflict], counts[actGone])
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "KEY\tHELD BY\tOWNER\tOWNER HAS IT\tFIX\t")
 	for _, st := range strays[:min(sample, len(strays))] {
@@ -265,13 +265,21 @@ func applyFixes(ctx context.Context, f *fleet, strays []*stray, w io.Writer) (le
 			}
 		}
 	}
-	fmt.Fprintf(w, "\nfixed: %d copies moved to their owner, %d stray copies deleted", moved, deleted)
+	fmt.Fprintf(w, "\nfixed: %s moved to the owner, %s deleted", count(moved, "copy", "copies"), count(deleted, "stray copy", "stray copies"))
 	if changed > 0 {
-		fmt.Fprintf(w, ", %d left because they changed since the check (run check again)", changed)
+		fmt.Fprintf(w, ", %s left, changed since the check (run check again)", count(changed, "copy", "copies"))
 	}
 	if left > 0 {
-		fmt.Fprintf(w, ", %d keys left with disagreeing copies (name the copy that wins with --winner)", left)
+		fmt.Fprintf(w, ", %s left with disagreeing copies (name the copy that wins with --winner)", count(left, "key", "keys"))
 	}
 	fmt.Fprintln(w)
 	return left + changed, nil
+}
+
+// count is n and the noun's singular or plural.
+func count(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
 }

@@ -118,12 +118,12 @@ func TestCheckFixRedis(t *testing.T) {
 	}
 	r = cli(t, "check", "--fix", list).wantCode(t, exitFindings)
 	deleted := coldStrays + 2 + 1 + 1 + 2 // moved cold copies, the lost and wrong-DB sources, two owner-wins strays, two agreeing strays
-	fixed := "fixed: " + itoa(moved) + " copies moved to their owner, " + itoa(deleted) + " stray copies deleted, 1 keys left with disagreeing copies"
+	fixed := "fixed: " + itoa(moved) + " copies moved to the owner, " + itoa(deleted) + " stray copies deleted, 1 key left with disagreeing copies"
 	if !strings.Contains(r.stdout, fixed) {
 		t.Fatalf("check --fix does not say %q:\n%s", fixed, r.stdout)
 	}
 	r = cli(t, "check", "--fix", "--winner", "b", list).wantCode(t, exitOK)
-	if !strings.Contains(r.stdout, "fixed: 1 copies moved to their owner, 2 stray copies deleted\n") {
+	if !strings.Contains(r.stdout, "fixed: 1 copy moved to the owner, 2 stray copies deleted\n") {
 		t.Fatalf("check --fix --winner b:\n%s", r.stdout)
 	}
 	for i := range db {
@@ -206,7 +206,7 @@ func fixRace(t *testing.T, f *fleet, k1, k2 string, setOwner, setStray func(k, v
 	if err != nil {
 		t.Fatal(err)
 	}
-	if left != 1 || !strings.Contains(out.String(), "fixed: 1 copies moved to their owner, 1 stray copies deleted, 1 left because they changed since the check") {
+	if left != 1 || !strings.Contains(out.String(), "fixed: 1 copy moved to the owner, 1 stray copy deleted, 1 copy left, changed since the check") {
 		t.Errorf("left %d:\n%s", left, out.String())
 	}
 	for _, c := range []struct {
@@ -261,7 +261,7 @@ func TestCheckFixMemcache(t *testing.T) {
 		t.Fatalf("check:\n%s", r.stdout)
 	}
 	r = cli(t, "check", "--fix", list).wantCode(t, exitFindings)
-	if !strings.Contains(r.stdout, "fixed: 1 copies moved to their owner, 2 stray copies deleted, 1 keys left with disagreeing copies") {
+	if !strings.Contains(r.stdout, "fixed: 1 copy moved to the owner, 2 stray copies deleted, 1 key left with disagreeing copies") {
 		t.Fatalf("check --fix:\n%s", r.stdout)
 	}
 	want := []map[string]string{{}, {ownerWins: "owner's", disagree: "one"}, {lone: "lone", disagree: "two"}}

@@ -141,7 +141,7 @@ func printPlan(w io.Writer, old, next *fleet, diff ring.Diff, counts map[[2]int]
 	}
 	fmt.Fprintf(w, "\nscanned: %d keys move (%d bytes), %d stay (%d bytes)", moving.Keys, moving.Bytes, staying.Keys, staying.Bytes)
 	if n := counts[strayPair]; n != nil {
-		fmt.Fprintf(w, ", %d are strays on a shard that does not own them (see check)", n.Keys)
+		fmt.Fprintf(w, "; %s on shards that do not own them (see check)", count(int(n.Keys), "stray copy", "stray copies"))
 	}
 	fmt.Fprintln(w)
 }
