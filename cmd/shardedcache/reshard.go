@@ -46,7 +46,19 @@ key to its old owner meanwhile. Redis lists only.`,
 					if old.rdb == nil || next.rdb == nil {
 						return configErrorf("reshard: %s and %s must both be redis lists (memcached keys move as they are read: memcache.BeginResharding)", args[0], args[1])
 					}
-					return reshard(c.Context(), old, next, opt, c.OutOrStdout(), c.ErrOrStderr())
+					diff, err := planDiff(old, next)
+					if err != nil {
+						return err
+					}
+					printPlan(c.OutOrStdout(), old, next, diff, nil)
+					fmt.Fprintln(c.OutOrStdout())
+					total, err := keyCount(c.Context(), old)
+					if err != nil {
+						return err
+					}
+					ch := change{old: old, shards: next.list.Redis.Shards, refs: next.shards,
+						preflight: func(ctx context.Context) error { return preflight(ctx, old, next, opt.dropStale) }}
+					return ch.run(c.Context(), opt, total, c.OutOrStdout(), c.ErrOrStderr())
 				})
 			})
 		},
@@ -67,40 +79,41 @@ type reshardOptions struct {
 	dropStale  bool
 }
 
-// checkpointFile is what reshard saves: the two lists' shards, so that a
+// checkpointFile is what reshard and to-cluster save: the two lists' shards, so that a
 // checkpoint of another change is refused, and the migration's checkpoint.
 type checkpointFile struct {
 	Old, New   []shardRef
 	Checkpoint *shardedredis.Checkpoint
 }
 
-func reshard(ctx context.Context, old, next *fleet, opt reshardOptions, stdout, stderr io.Writer) error {
-	diff, err := planDiff(old, next)
-	if err != nil {
-		return err
-	}
-	printPlan(stdout, old, next, diff, nil)
-	fmt.Fprintln(stdout)
+// change is a change of a redis fleet's shard list, which reshard and
+// to-cluster run: from old's list to shards (refs names them in the
+// checkpoint file). preflight runs before a fresh window opens.
+type change struct {
+	old       *fleet
+	shards    []shardedredis.ShardOptions
+	refs      []shardRef
+	preflight func(ctx context.Context) error
+}
 
-	var total int64 // the keys to scan, for the bar
-	for i, s := range old.servers {
-		n, err := s.Count(ctx)
-		if err != nil {
-			return fmt.Errorf("counting the keys of shard %v: %w", old.shards[i], err)
-		}
-		total += n
-	}
-	m, err := beginWindow(ctx, old, next, opt)
+// run opens the window (or resumes it from the checkpoint file), migrates
+// with a progress bar of total keys, saving the checkpoint, and ends the
+// window.
+func (ch change) run(ctx context.Context, opt reshardOptions, total int64, stdout, stderr io.Writer) error {
+	m, err := ch.begin(ctx, opt)
 	if err != nil {
 		return err
 	}
-	save := func() error { return saveCheckpoint(opt.checkpoint, old, next, m.Checkpoint()) }
+	save := func() error { return saveCheckpoint(opt.checkpoint, ch, m.Checkpoint()) }
 	if err := save(); err != nil { // before any key moves
 		return err
 	}
 	runErr := runWithProgress(ctx, m, total, save, stderr)
 	printProgress(stdout, m.Progress())
 	if runErr != nil {
+		if ctx.Err() != nil {
+			runErr = errors.New("interrupted")
+		}
 		if err := save(); err != nil {
 			return errors.Join(runErr, err)
 		}
@@ -110,35 +123,49 @@ func reshard(ctx context.Context, old, next *fleet, opt reshardOptions, stdout, 
 	return os.Remove(opt.checkpoint)
 }
 
-// beginWindow opens the window from old's list to next's and returns its
-// migration: a fresh one, or, when the checkpoint file exists, one that
-// resumes it. (A change coordinated across the application processes, the
-// fleet protocol, opens the window through the fleet store instead; the
-// migration and its progress are the same.)
-func beginWindow(ctx context.Context, old, next *fleet, opt reshardOptions) (*shardedredis.Migration, error) {
+// begin opens the window and returns its migration: a fresh one, or,
+// when the checkpoint file exists, one that resumes it. (A change
+// coordinated across the application processes, the fleet protocol, will
+// open the window through the fleet store instead; the migration, its
+// progress and its checkpoint stay the same.)
+func (ch change) begin(ctx context.Context, opt reshardOptions) (*shardedredis.Migration, error) {
 	mo := shardedredis.MigrateOptions{BatchSize: opt.batch, KeysPerSecond: opt.rate, ServerSide: opt.serverSide}
 	cf, err := loadCheckpoint(opt.checkpoint)
 	if err != nil {
 		return nil, err
 	}
+	rdb := ch.old.rdb
 	if cf == nil {
-		if err := preflight(ctx, old, next, opt.dropStale); err != nil {
+		if err := ch.preflight(ctx); err != nil {
 			return nil, err
 		}
-		if err := old.rdb.BeginResharding(next.list.Redis.Shards); err != nil {
+		if err := rdb.BeginResharding(ch.shards); err != nil {
 			return nil, err
 		}
-		return old.rdb.NewMigration(mo)
+		return rdb.NewMigration(mo)
 	}
-	if !slices.Equal(cf.Old, old.shards) || !slices.Equal(cf.New, next.shards) || cf.Checkpoint == nil {
+	if !slices.Equal(cf.Old, ch.old.shards) || !slices.Equal(cf.New, ch.refs) || cf.Checkpoint == nil {
 		return nil, configErrorf("%s is the checkpoint of another change (its lists' shards differ from these); remove it only if that change was finished or abandoned", opt.checkpoint)
 	}
-	if err := old.rdb.ResumeResharding(next.list.Redis.Shards); err != nil {
+	if err := rdb.ResumeResharding(ch.shards); err != nil {
 		return nil, err
 	}
-	cf.Checkpoint.Window = old.rdb.Window().ID
+	cf.Checkpoint.Window = rdb.Window().ID
 	mo.Resume = cf.Checkpoint
-	return old.rdb.NewMigration(mo)
+	return rdb.NewMigration(mo)
+}
+
+// keyCount is the number of keys f's shards hold, for the progress bar.
+func keyCount(ctx context.Context, f *fleet) (int64, error) {
+	var total int64
+	for i, s := range f.servers {
+		n, err := s.Count(ctx)
+		if err != nil {
+			return 0, fmt.Errorf("counting the keys of shard %v: %w", f.shards[i], err)
+		}
+		total += n
+	}
+	return total, nil
 }
 
 // preflight refuses to open a window while NEW's shards hold keys that
@@ -190,8 +217,8 @@ func loadCheckpoint(path string) (*checkpointFile, error) {
 
 // saveCheckpoint writes the checkpoint file atomically: a temporary file,
 // synced, renamed over it.
-func saveCheckpoint(path string, old, next *fleet, cp *shardedredis.Checkpoint) error {
-	b, err := json.MarshalIndent(checkpointFile{Old: old.shards, New: next.shards, Checkpoint: cp}, "", "  ")
+func saveCheckpoint(path string, ch change, cp *shardedredis.Checkpoint) error {
+	b, err := json.MarshalIndent(checkpointFile{Old: ch.old.shards, New: ch.refs, Checkpoint: cp}, "", "  ")
 	if err != nil {
 		return err
 	}

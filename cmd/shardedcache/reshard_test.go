@@ -140,8 +140,12 @@ func TestToCluster(t *testing.T) {
 		t.Fatalf("the dry run changed the shards: %d keys, want %d", got, n)
 	}
 	r = cli(t, "to-cluster", list, addr).wantCode(t, exitOK)
-	if !strings.Contains(r.stdout, "every key is in the cluster; the window is ended") {
+	if !strings.Contains(r.stdout, "every key moved; the window is ended") {
 		t.Fatalf("to-cluster:\n%s", r.stdout)
+	}
+	r = cli(t, "to-cluster", list, addr).wantCode(t, exitUsage)
+	if !strings.Contains(r.stderr, "keys, which the move would delete as stale") {
+		t.Errorf("a second to-cluster:\n%s", r.stderr)
 	}
 	cc := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: []string{addr}})
 	defer cc.Close()
