@@ -42,6 +42,9 @@ the owner's way, or left and reported.
 Exit code 1 when strays were found (without --fix) or some were left.`,
 		Args: exactArgs("LIST"),
 		RunE: func(c *cobra.Command, args []string) error {
+			if sample < 0 {
+				return configErrorf("--sample: %d is negative", sample)
+			}
 			return withFleet(args[0], func(f *fleet) error {
 				w := -1
 				if winner != "" {

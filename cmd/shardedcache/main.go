@@ -94,6 +94,8 @@ func newRoot() *cobra.Command {
 		Use:   "shardedcache",
 		Short: "Inspect, check and reshard a fleet of Redis or memcached shards placed by shardedcache",
 		Long: `shardedcache reads a shard list (YAML or JSON) and works on its fleet.
+The list's format and a sample session: docs/cli.md in
+https://github.com/shardedcache/shardedcache.
 
 Exit codes: 0 fine; 1 findings (stray keys found or left); 2 usage or
 shard-list error; 3 an operation failed (a server unreachable, keys left

@@ -250,6 +250,8 @@ func TestBadInput(t *testing.T) {
 		{"memcache db", "backend: memcache\nshards:\n  - {addr: 10.0.0.1:11211, db: 1}\n", nil, "shards[0]: db and passwords are redis settings"},
 		{"arguments", "shards:\n  - {addr: 10.0.0.1:6379}\n", []string{"plan"}, "shardedcache plan: want 2 arguments ([OLD NEW]), got 1"},
 		{"flag", "shards:\n  - {addr: 10.0.0.1:6379}\n", []string{"shares", "--bogus"}, "unknown flag: --bogus"},
+		{"negative sample", "shards:\n  - {addr: 10.0.0.1:6379}\n", []string{"check", "--sample", "-1"}, "--sample: -1 is negative"},
+		{"negative rate", "shards:\n  - {addr: 10.0.0.1:6379}\n", []string{"reshard", "--rate", "-5", "old.yaml"}, "--rate: -5 is negative"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			list := writeFile(t, "list.yaml", tc.list)

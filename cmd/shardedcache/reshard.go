@@ -38,6 +38,9 @@ change (stopped, or switched to NEW by a fleet change) so that none writes a
 key to its old owner meanwhile. Redis lists only.`,
 		Args: exactArgs("OLD", "NEW"),
 		RunE: func(c *cobra.Command, args []string) error {
+			if err := opt.check(); err != nil {
+				return err
+			}
 			if opt.checkpoint == "" {
 				opt.checkpoint = args[1] + ".checkpoint.json"
 			}
@@ -69,6 +72,17 @@ key to its old owner meanwhile. Redis lists only.`,
 	c.Flags().IntVar(&opt.batch, "batch", 0, "keys per SCAN page and per move (0: 200)")
 	c.Flags().BoolVar(&opt.dropStale, "drop-stale", false, "go ahead when NEW's shards hold keys that NEW places there and OLD does not: they are deleted as stale")
 	return c
+}
+
+// check refuses negative numbers, naming the flag.
+func (o reshardOptions) check() error {
+	switch {
+	case o.rate < 0:
+		return configErrorf("--rate: %v is negative", o.rate)
+	case o.batch < 0:
+		return configErrorf("--batch: %d is negative", o.batch)
+	}
+	return nil
 }
 
 type reshardOptions struct {

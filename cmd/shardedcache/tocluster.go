@@ -32,6 +32,9 @@ move deletes as stale copies, unless --drop-existing. As with reshard, the
 applications' clients must follow the change.`,
 		Args: minArgs("LIST", "CLUSTER-ADDR"),
 		RunE: func(c *cobra.Command, args []string) error {
+			if err := opt.check(); err != nil {
+				return err
+			}
 			if opt.checkpoint == "" {
 				opt.checkpoint = args[0] + ".to-cluster.checkpoint.json"
 			}
