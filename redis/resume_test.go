@@ -2,6 +2,8 @@ package redis_test
 
 import (
 	"context"
+	"fmt"
+	"log"
 	"strconv"
 	"testing"
 
@@ -74,4 +76,56 @@ func TestResumeResharding(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A process took the fleet from two shards to three, saved its
+// migration's checkpoint, and died midway; another process resumes the
+// window with ResumeResharding (BeginResharding would delete the keys
+// already moved as stale copies) and runs the migration from the
+// checkpoint, rebound to its own window.
+func ExampleShardedClient_ResumeResharding() {
+	all, stop := startShards("redis-a", "redis-b", "redis-c")
+	defer stop()
+	ctx := context.Background()
+	old, next := all[:2], all
+
+	first, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: old})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for i := range 100 {
+		first.Set(ctx, fmt.Sprint("user:", i), i, 0)
+	}
+	if err := first.BeginResharding(next); err != nil {
+		log.Fatal(err)
+	}
+	m, err := first.NewMigration(shardedredis.MigrateOptions{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for i := range 50 { // keys move as commands use them: the window is half done
+		first.Get(ctx, fmt.Sprint("user:", i))
+	}
+	checkpoint := m.Checkpoint() // saved to a file by the real process
+	_ = first.Close()            // the process dies
+
+	second, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: old})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer second.Close()
+	if err := second.ResumeResharding(next); err != nil {
+		log.Fatal(err)
+	}
+	checkpoint.Window = second.Window().ID
+	m, err = second.NewMigration(shardedredis.MigrateOptions{Resume: checkpoint})
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := m.Run(ctx); err != nil {
+		log.Fatal(err)
+	}
+	n, _ := second.DBSize(ctx).Result()
+	fmt.Println(n, "keys, the window ended:", second.Window() == nil)
+	// Output: 100 keys, the window ended: true
 }
