@@ -35,19 +35,22 @@ the scan continues where it stood. The file is removed once every key moved.
 
 This process moves the keys; the applications' clients must follow the same
 change (stopped, or switched to NEW by a fleet change) so that none writes a
-key to its old owner meanwhile. Redis lists only.`,
+key to its old owner meanwhile.
+
+For a memcache list, keys move as they are read in the window
+(memcache.BeginResharding): reshard lists every old shard's keys
+(lru_crawler metadump) and reads those whose owner changes, in batches, then
+ends the window. A key moved is gone from its old owner, so a run cut short
+is resumed by running it again (no checkpoint file; --rate applies).`,
 		Args: exactArgs("OLD", "NEW"),
 		RunE: func(c *cobra.Command, args []string) error {
 			if err := opt.check(); err != nil {
 				return err
 			}
-			if opt.checkpoint == "" {
-				opt.checkpoint = args[1] + ".checkpoint.json"
-			}
 			return withFleet(args[0], func(old *fleet) error {
 				return withFleet(args[1], func(next *fleet) error {
-					if old.rdb == nil || next.rdb == nil {
-						return configErrorf("reshard: %s and %s must both be redis lists (memcached keys move as they are read: memcache.BeginResharding)", args[0], args[1])
+					if old.list.Backend != next.list.Backend {
+						return configErrorf("%s is a %s list, %s a %s list", args[0], old.list.Backend, args[1], next.list.Backend)
 					}
 					diff, err := planDiff(old, next)
 					if err != nil {
@@ -55,6 +58,12 @@ key to its old owner meanwhile. Redis lists only.`,
 					}
 					printPlan(c.OutOrStdout(), old, next, diff, nil)
 					fmt.Fprintln(c.OutOrStdout())
+					if old.mc != nil {
+						return reshardMemcache(c.Context(), old, next, opt, c.OutOrStdout(), c.ErrOrStderr())
+					}
+					if opt.checkpoint == "" {
+						opt.checkpoint = args[1] + ".checkpoint.json"
+					}
 					total, err := keyCount(c.Context(), old)
 					if err != nil {
 						return err
@@ -66,7 +75,7 @@ key to its old owner meanwhile. Redis lists only.`,
 			})
 		},
 	}
-	c.Flags().StringVar(&opt.checkpoint, "checkpoint", "", "the checkpoint file (default NEW.checkpoint.json)")
+	c.Flags().StringVar(&opt.checkpoint, "checkpoint", "", "the checkpoint file (default NEW.checkpoint.json; redis)")
 	c.Flags().Float64Var(&opt.rate, "rate", 0, "keys scanned per second at most, over all shards (0: no limit)")
 	c.Flags().BoolVar(&opt.serverSide, "server-side", false, "move keys with Redis's MIGRATE, server to server")
 	c.Flags().IntVar(&opt.batch, "batch", 0, "keys per SCAN page and per move (0: 200)")

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	gomemcache "github.com/bradfitz/gomemcache/memcache"
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/shardedcache/shardedcache/internal/rediscluster"
@@ -158,5 +159,52 @@ func TestToCluster(t *testing.T) {
 		if got := f.rdb.Shards()[i].Client.DBSize(ctx).Val(); got != 0 {
 			t.Errorf("shard %d still holds %d keys", i, got)
 		}
+	}
+}
+
+// reshard of a memcache list from two servers to three: every key whose
+// owner changes is read in the window, which moves it with its flags and
+// TTL; each key then lives on its new owner alone.
+func TestReshardMemcache(t *testing.T) {
+	needServers(t)
+	old, next := memcacheList(t, mcAddrs[:2]...), memcacheList(t, mcAddrs...)
+	before, f := openTestFleet(t, old), openTestFleet(t, next)
+	mc := make([]*gomemcache.Client, len(mcAddrs))
+	for i, a := range mcAddrs {
+		mc[i] = gomemcache.New(a)
+		if err := mc[i].FlushAll(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const n = 2000
+	for i := range n {
+		k := "k:" + itoa(i)
+		if err := mc[before.ring.Locate(k)].Set(&gomemcache.Item{Key: k, Value: []byte(itoa(i)), Flags: 7, Expiration: 3600}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := cli(t, "reshard", old, next).wantCode(t, exitOK)
+	if !strings.Contains(r.stdout, "every key moved (") {
+		t.Fatalf("reshard:\n%s", r.stdout)
+	}
+	movedKeys := 0
+	for i := range n {
+		k := "k:" + itoa(i)
+		owner := f.ring.Locate(k)
+		if owner != before.ring.Locate(k) {
+			movedKeys++
+		}
+		for j, c := range mc {
+			it, err := c.Get(k)
+			if j == owner && (err != nil || string(it.Value) != itoa(i) || it.Flags != 7) {
+				t.Fatalf("%s on its owner %d: %+v, %v", k, j, it, err)
+			}
+			if j != owner && err == nil {
+				t.Fatalf("%s is still on shard %d (owner %d)", k, j, owner)
+			}
+		}
+	}
+	if movedKeys == 0 || !strings.Contains(r.stdout, "every key moved ("+itoa(movedKeys)+" values, 0 dropped") {
+		t.Errorf("%d keys moved; reshard says:\n%s", movedKeys, r.stdout)
 	}
 }
