@@ -1,9 +1,13 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"maps"
+	"os"
+	"os/exec"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -303,6 +307,7 @@ func TestStats(t *testing.T) {
 	if !strings.Contains(r.stdout, `2 "c" (`+mcAddrs[2]+`)`) {
 		t.Errorf("stats of memcached:\n%s", r.stdout)
 	}
+	watchStats(t, list)
 	// The server wants another password (the default user of a server
 	// without one takes any password).
 	if err := redisClient(t, redisAddrs[0], 0).ConfigSet(ctx, "requirepass", "another").Err(); err != nil {
@@ -320,4 +325,47 @@ func TestStats(t *testing.T) {
 	if !strings.Contains(r.stderr, `reading the stats of shard 0 "a"`) {
 		t.Errorf("stats with a password the server refuses:\n%s", r.stderr)
 	}
+}
+
+// watchStats runs stats --watch until it has printed two tables, then
+// interrupts it: it ends with exit code 0.
+func watchStats(t *testing.T, list string) {
+	t.Helper()
+	cmd := exec.Command(binary, "stats", "--watch", "100ms", list)
+	var out syncBuffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); strings.Count(out.String(), "SHARD  KEYS") < 2; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			t.Fatalf("stats --watch printed no second table in 10 s:\n%s", out.String())
+		}
+	}
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("stats --watch interrupted: %v\n%s", err, out.String())
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a writer and a reader at once.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
 }
