@@ -7,9 +7,11 @@ import (
 	"io"
 	"maps"
 	"slices"
+	"sync/atomic"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sync/errgroup"
 )
 
 func checkCmd() *cobra.Command {
@@ -163,10 +165,24 @@ func findStrays(ctx context.Context, f *fleet, w io.Writer) ([]*stray, error) {
 	return strays, nil
 }
 
+// fixParallelism is the number of stray keys read or settled at once.
+const fixParallelism = 16
+
+// eachStray runs fn for every stray, fixParallelism at a time; the first
+// error stops the others and is returned.
+func eachStray(ctx context.Context, strays []*stray, fn func(ctx context.Context, st *stray) error) error {
+	g, ctx := errgroup.WithContext(ctx)
+	g.SetLimit(fixParallelism)
+	for _, st := range strays {
+		g.Go(func() error { return fn(ctx, st) })
+	}
+	return g.Wait()
+}
+
 // planFixes reads the owner's and the holders' copies of each stray and
 // decides its action; winner (-1: none) settles disagreeing strays.
 func planFixes(ctx context.Context, f *fleet, strays []*stray, winner int) error {
-	for _, st := range strays {
+	return eachStray(ctx, strays, func(ctx context.Context, st *stray) error {
 		_, has, err := f.servers[st.Owner].Get(ctx, st.Key)
 		if err != nil {
 			return fmt.Errorf("reading %q on its owner %v: %w", st.Key, f.shards[st.Owner], err)
@@ -195,8 +211,8 @@ func planFixes(ctx context.Context, f *fleet, strays []*stray, winner int) error
 		default:
 			st.Action = actConflict
 		}
-	}
-	return nil
+		return nil
+	})
 }
 
 // sameValue reports whether the copies at idx hold one value (and flags).
@@ -236,21 +252,21 @@ func printStrays(w io.Writer, f *fleet, strays []*stray, sample int) {
 	}
 }
 
-// applyFixes settles each stray as planned and returns how many were left.
-func applyFixes(ctx context.Context, f *fleet, strays []*stray, w io.Writer) (left int, err error) {
-	var deleted, moved, changed int
-	for _, st := range strays {
+// applyFixes settles each stray as planned and returns how many copies
+// or keys were left.
+func applyFixes(ctx context.Context, f *fleet, strays []*stray, w io.Writer) (int, error) {
+	var moved, deleted, changed atomic.Int64
+	err := eachStray(ctx, strays, func(ctx context.Context, st *stray) error {
 		if st.Action == actConflict {
-			left++
-			continue
+			return nil
 		}
 		if st.Action == actMove {
 			stored, err := f.servers[st.Owner].Add(ctx, st.Key, st.Copies[st.From])
 			if err != nil {
-				return left, fmt.Errorf("adding %q to its owner %v: %w", st.Key, f.shards[st.Owner], err)
+				return fmt.Errorf("adding %q to its owner %v: %w", st.Key, f.shards[st.Owner], err)
 			}
 			if stored {
-				moved++
+				moved.Add(1)
 			} // else the owner got a copy since the check: it wins
 		}
 		for i, h := range st.Holders {
@@ -259,24 +275,31 @@ func applyFixes(ctx context.Context, f *fleet, strays []*stray, w io.Writer) (le
 			}
 			ok, err := f.servers[h].DeleteIf(ctx, st.Key, st.Copies[i])
 			if err != nil {
-				return left, fmt.Errorf("deleting %q on %v: %w", st.Key, f.shards[h], err)
+				return fmt.Errorf("deleting %q on %v: %w", st.Key, f.shards[h], err)
 			}
 			if ok {
-				deleted++
+				deleted.Add(1)
 			} else {
-				changed++
+				changed.Add(1)
 			}
 		}
+		return nil
+	})
+	left := 0
+	for _, st := range strays {
+		if st.Action == actConflict {
+			left++
+		}
 	}
-	fmt.Fprintf(w, "\nfixed: %s moved to the owner, %s deleted", count(moved, "copy", "copies"), count(deleted, "stray copy", "stray copies"))
-	if changed > 0 {
-		fmt.Fprintf(w, ", %s left, changed since the check (run check again)", count(changed, "copy", "copies"))
+	fmt.Fprintf(w, "\nfixed: %s moved to the owner, %s deleted", count(int(moved.Load()), "copy", "copies"), count(int(deleted.Load()), "stray copy", "stray copies"))
+	if n := int(changed.Load()); n > 0 {
+		fmt.Fprintf(w, ", %s left, changed since the check (run check again)", count(n, "copy", "copies"))
 	}
 	if left > 0 {
 		fmt.Fprintf(w, ", %s left with disagreeing copies (name the copy that wins with --winner)", count(left, "key", "keys"))
 	}
 	fmt.Fprintln(w)
-	return left + changed, nil
+	return left + int(changed.Load()), err
 }
 
 // count is n and the noun's singular or plural.

@@ -25,14 +25,23 @@ type mcServer struct {
 	timeout time.Duration // per round trip; 0: mcTimeout
 
 	mu   sync.Mutex
-	conn net.Conn
-	rd   *bufio.Reader
+	idle []*mcConn // connections free for a round trip, at most mcIdle
 }
+
+// mcConn is one connection and its reader.
+type mcConn struct {
+	net.Conn
+	rd *bufio.Reader
+}
+
+// mcIdle bounds the idle connections kept per server (fixes run
+// fixParallelism round trips at once).
+const mcIdle = fixParallelism
 
 const mcTimeout = 5 * time.Second
 
-// dial opens a connection with ctx's deadline or the round trip timeout.
-func (s *mcServer) dial(ctx context.Context) (net.Conn, *bufio.Reader, error) {
+// dial opens a connection.
+func (s *mcServer) dial(ctx context.Context) (*mcConn, error) {
 	network := "tcp"
 	if strings.Contains(s.addr, "/") {
 		network = "unix"
@@ -40,22 +49,26 @@ func (s *mcServer) dial(ctx context.Context) (net.Conn, *bufio.Reader, error) {
 	var d net.Dialer
 	c, err := d.DialContext(ctx, network, s.addr)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	return c, bufio.NewReader(c), nil
+	return &mcConn{c, bufio.NewReader(c)}, nil
 }
 
-// roundTrip sends req on the shared connection and reads the reply with
-// read; a failure closes the connection (the next call dials again).
+// roundTrip sends req on an idle connection (or a new one) and reads the
+// reply with read, within the round trip timeout and ctx's deadline; a
+// failure closes the connection, a success keeps it for the next.
 func (s *mcServer) roundTrip(ctx context.Context, req string, read func(*bufio.Reader) error) error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.conn == nil {
-		c, rd, err := s.dial(ctx)
-		if err != nil {
+	var c *mcConn
+	if n := len(s.idle); n > 0 {
+		c, s.idle = s.idle[n-1], s.idle[:n-1]
+	}
+	s.mu.Unlock()
+	if c == nil {
+		var err error
+		if c, err = s.dial(ctx); err != nil {
 			return err
 		}
-		s.conn, s.rd = c, rd
 	}
 	t := s.timeout
 	if t <= 0 {
@@ -65,16 +78,19 @@ func (s *mcServer) roundTrip(ctx context.Context, req string, read func(*bufio.R
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
 	}
-	_ = s.conn.SetDeadline(deadline)
-	_, err := io.WriteString(s.conn, req)
+	_ = c.SetDeadline(deadline)
+	_, err := io.WriteString(c, req)
 	if err == nil {
-		err = read(s.rd)
+		err = read(c.rd)
 	}
-	if err != nil {
-		_ = s.conn.Close()
-		s.conn = nil
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err != nil || len(s.idle) >= mcIdle {
+		_ = c.Close()
+		return err
 	}
-	return err
+	s.idle = append(s.idle, c)
+	return nil
 }
 
 // line reads one reply line without its "\r\n".
@@ -97,11 +113,12 @@ func legal(key string) error {
 // Scan reads "lru_crawler metadump all" on a connection of its own (the
 // dump can be long): one line per item, "key=<url-encoded> exp=... size=N".
 func (s *mcServer) Scan(ctx context.Context, _ bool, fn func([]scanned) error) error {
-	c, rd, err := s.dial(ctx)
+	c, err := s.dial(ctx)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
+	rd := c.rd
 	stop := context.AfterFunc(ctx, func() { _ = c.SetDeadline(time.Now()) })
 	defer stop()
 	if _, err := io.WriteString(c, "lru_crawler metadump all\r\n"); err != nil {
@@ -282,8 +299,9 @@ func (s *mcServer) Stats(ctx context.Context) (serverStats, error) {
 func (s *mcServer) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.conn != nil {
-		return s.conn.Close()
+	for _, c := range s.idle {
+		_ = c.Close()
 	}
+	s.idle = nil
 	return nil
 }
