@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -53,6 +54,23 @@ func TestReshardKilledAndResumed(t *testing.T) {
 		}
 	}
 
+	// plan --scan counts the keys that move, per pair of shards.
+	r := cli(t, "plan", old, next, "--scan").wantCode(t, exitOK)
+	perPair := map[int]int{}
+	for k := range want[3] {
+		perPair[before.ring.Locate(k)]++
+	}
+	for from := range 3 {
+		row := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(f.shards[from].String()) + `\s+` + regexp.QuoteMeta(f.shards[3].String()) + `\s+[0-9.]+%\s+(\d+)\s+(\d+)`)
+		m := row.FindStringSubmatch(r.stdout)
+		if m == nil || m[1] != itoa(perPair[from]) || m[2] == "0" {
+			t.Errorf("plan --scan, shard %d to 3: %q, want %d keys and their bytes:\n%s", from, m, perPair[from], r.stdout)
+		}
+	}
+	if !strings.Contains(r.stdout, "scanned: "+itoa(len(want[3]))+" keys move (") || !strings.Contains(r.stdout, ", "+itoa(n-len(want[3]))+" stay (") {
+		t.Errorf("plan --scan totals:\n%s", r.stdout)
+	}
+
 	// 6000 keys at 1500 keys/s: killed once the new shard holds some.
 	cmd := exec.Command(binary, "reshard", old, next, "--checkpoint", cp, "--rate", "1500", "--batch", "50")
 	var out bytes.Buffer
@@ -91,7 +109,7 @@ func TestReshardKilledAndResumed(t *testing.T) {
 		t.Fatalf("the checkpoint shows no progress: %+v", saved.Checkpoint)
 	}
 
-	r := cli(t, "reshard", old, next, "--checkpoint", cp).wantCode(t, exitOK)
+	r = cli(t, "reshard", old, next, "--checkpoint", cp).wantCode(t, exitOK)
 	if !strings.Contains(r.stdout, "every key moved; the window is ended") {
 		t.Fatalf("the resumed reshard:\n%s", r.stdout)
 	}
