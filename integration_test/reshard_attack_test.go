@@ -174,7 +174,7 @@ func attackRun(t *testing.T, seed uint64) {
 	}
 	owner := func(k string) int { return serverOf(t, c, shards, k) }
 	for si, d := range direct {
-		keys, err := d.Keys(ctx, "*").Result()
+		keys, err := userKeys(d).Result()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -209,9 +209,11 @@ func attackRun(t *testing.T, seed uint64) {
 func failRestore(decide func(key string) error) sendHook {
 	return beforeSend(func(_ context.Context, cmds []goredis.Cmder) error {
 		for _, cmd := range cmds {
-			if cmd.Name() == "restore" {
-				if err := decide(fmt.Sprint(cmd.Args()[1])); err != nil {
-					return err
+			if step, keys := moveStep(cmd); step == "restore" {
+				for _, k := range keys {
+					if err := decide(k); err != nil {
+						return err
+					}
 				}
 			}
 		}
@@ -391,7 +393,7 @@ func attackTypes(t *testing.T, seed uint64) {
 	stopWriters()
 	time.Sleep(400 * time.Millisecond) // past every short TTL
 	for si, d := range direct {
-		keys, err := d.Keys(ctx, "*").Result()
+		keys, err := userKeys(d).Result()
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -39,29 +39,22 @@ func (o *delObserver) record(ctx context.Context, cmd goredis.Cmder) {
 		who = "mig"
 		if o.events != nil {
 			o.mu.Lock()
-			switch cmd.Name() {
-			case "dump", "restore", "del", "pttl":
-				for _, a := range cmd.Args()[1:2] {
-					k := fmt.Sprint(a)
-					(*o.events)[k] = append((*o.events)[k], fmt.Sprintf("run%v %s@%d: %v %v", r, cmd.Name(), o.server, cmd.Err(), firstVal(cmd)))
-				}
-				if cmd.Name() == "del" {
-					for _, a := range cmd.Args()[2:] {
-						k := fmt.Sprint(a)
-						(*o.events)[k] = append((*o.events)[k], fmt.Sprintf("run%v %s@%d: %v %v", r, cmd.Name(), o.server, cmd.Err(), firstVal(cmd)))
-					}
+			switch step, keys := moveStep(cmd); step {
+			case "dump", "restore", "del", "abort", "settle":
+				for _, k := range keys {
+					(*o.events)[k] = append((*o.events)[k], fmt.Sprintf("run%v %s@%d: %v %v", r, step, o.server, cmd.Err(), firstVal(cmd)))
 				}
 			}
 			o.mu.Unlock()
 		}
 	}
-	if cmd.Name() != "del" || cmd.Err() != nil {
+	step, keys := moveStep(cmd)
+	if step != "del" || cmd.Err() != nil {
 		return
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	for _, a := range cmd.Args()[1:] {
-		k := fmt.Sprint(a)
+	for _, k := range keys {
 		o.dels[k] = append(o.dels[k], who+"@"+strconv.Itoa(o.server))
 	}
 }

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net"
+	"slices"
 	"sync/atomic"
 	"testing"
 
@@ -15,61 +17,89 @@ import (
 	shardedredis "github.com/shardedcache/shardedcache/redis"
 )
 
-// GetShard in a window moves the key first. When that move fails, neither
-// owner is safe to hand out: here the move's RESTORE ran on the new owner b
-// but its reply was lost, so b holds a copy that the next move keeps
-// (BUSYKEY: the new owner's copy wins); a write on the old owner a would be
-// deleted by it. GetShard hands out a client that sends nothing, each call
-// failing with the move's error; the value stays v1 and, once the key has
-// moved, GetShard hands out b, where a write is the key's value.
+// GetShard in a window moves the key first. Here the move's RESTORE ran on
+// the new owner b but its reply was lost. The move is settled at once (b
+// answers that it restored the move's token), so the key ends on b alone
+// and GetShard hands out b. When the settling fails too (b does not
+// answer it), the move stays unsettled: neither owner is safe, so GetShard
+// hands out a client that sends nothing, each call failing with the move's
+// error, and the key's value stays v1; a later command settles the move
+// (once its mark is old enough) and the key moves to b.
 func TestGetShardAfterFailedMoveSendsNothing(t *testing.T) {
-	shards, direct, c := safetyFixture(t, 2, 1, shardedredis.Health{})
-	if err := c.BeginResharding(shards); err != nil {
-		t.Fatal(err)
-	}
-	k := byOwner(c, keys(100))[1][0] // moves from a to b
-	if err := direct[0].Set(ctx, k, "v1", 0).Err(); err != nil {
-		t.Fatal(err)
-	}
-	var armed atomic.Bool
-	lost := errors.New("i/o timeout (the reply of an applied RESTORE, lost by the test)")
-	c.OnNewShardNode(func(sh shardedredis.Shard, node *goredis.Client) {
-		if sh.Name == "b" {
-			node.AddHook(loseReply{lose: func(cmd goredis.Cmder) bool {
-				return cmd.Name() == "restore" && cmd.Err() == nil && armed.CompareAndSwap(true, false)
-			}, err: lost})
-		}
-	})
-	armed.Store(true)
-	cl := c.GetShard(k)
-	if got := direct[1].Get(ctx, k).Val(); got != "v1" {
-		t.Fatalf("b holds %q after the move whose reply was lost, want v1 (the test's premise)", got)
-	}
-	var moveErr *shardedredis.MoveError
-	if err := cl.Set(ctx, k, "v2", 0).Err(); !errors.As(err, &moveErr) || !errors.Is(err, lost) {
-		t.Errorf("Set through GetShard's client after the failed move: %v, want the *MoveError", err)
-	}
-	if _, err := cl.Pipelined(ctx, func(p goredis.Pipeliner) error { p.Get(ctx, k); return nil }); !errors.As(err, &moveErr) {
-		t.Errorf("a pipeline through GetShard's client: %v, want the *MoveError", err)
-	}
-	ps := cl.Subscribe(ctx, "ch")
-	if _, err := ps.Receive(ctx); !errors.As(err, &moveErr) {
-		t.Errorf("a subscription through GetShard's client: %v, want the *MoveError", err)
-	}
-	ps.Close()
-	if got := direct[0].Get(ctx, k).Val(); got != "v1" {
-		t.Errorf("a holds %q, want v1: GetShard's client wrote", got)
-	}
-	if got, err := c.Get(ctx, k).Result(); got != "v1" || err != nil {
-		t.Errorf("Get = %q, %v; want v1", got, err)
-	}
-	if cl := c.GetShard(k); cl.Options().Addr != shards[1].Addr {
-		t.Errorf("GetShard once the key moved = the client of %s, want b's (%s)", cl.Options().Addr, shards[1].Addr)
-	} else if err := cl.Set(ctx, k, "v2", 0).Err(); err != nil {
-		t.Fatal(err)
-	}
-	if got, err := c.Get(ctx, k).Result(); got != "v2" || err != nil {
-		t.Errorf("Get after the write through GetShard's client = %q, %v; want v2", got, err)
+	for _, settleFails := range []bool{false, true} {
+		t.Run(fmt.Sprintf("settle-fails=%v", settleFails), func(t *testing.T) {
+			shards, direct, c := safetyFixture(t, 2, 1, shardedredis.Health{})
+			if err := c.BeginResharding(shards); err != nil {
+				t.Fatal(err)
+			}
+			k := byOwner(c, keys(100))[1][0] // moves from a to b
+			if err := direct[0].Set(ctx, k, "v1", 0).Err(); err != nil {
+				t.Fatal(err)
+			}
+			var armed, refuseSettle atomic.Bool
+			lost := errors.New("i/o timeout (the reply of an applied RESTORE, lost by the test)")
+			c.OnNewShardNode(func(sh shardedredis.Shard, node *goredis.Client) {
+				if sh.Name == "b" {
+					node.AddHook(loseReply{lose: func(cmd goredis.Cmder) bool {
+						return isStep(cmd, "restore") && cmd.Err() == nil && armed.CompareAndSwap(true, false)
+					}, err: lost})
+					node.AddHook(beforeSend(func(_ context.Context, cmds []goredis.Cmder) error {
+						if refuseSettle.Load() && slices.ContainsFunc(cmds, func(c goredis.Cmder) bool { return isStep(c, "settle") }) {
+							return errors.New("injected: the settling is not answered")
+						}
+						return nil
+					}))
+				}
+			})
+			armed.Store(true)
+			refuseSettle.Store(settleFails)
+			cl := c.GetShard(k)
+			if got := direct[1].Get(ctx, k).Val(); got != "v1" {
+				t.Fatalf("b holds %q after the move whose reply was lost, want v1 (the test's premise)", got)
+			}
+			if !settleFails {
+				if cl.Options().Addr != shards[1].Addr {
+					t.Fatalf("GetShard after the settled move = the client of %s, want b's", cl.Options().Addr)
+				}
+				if n := direct[0].Exists(ctx, k).Val(); n != 0 {
+					t.Errorf("a still holds %s after the settled move", k)
+				}
+			} else {
+				var moveErr *shardedredis.MoveError
+				if err := cl.Set(ctx, k, "v2", 0).Err(); !errors.As(err, &moveErr) || !errors.Is(err, lost) {
+					t.Errorf("Set through GetShard's client after the unsettled move: %v, want the *MoveError", err)
+				}
+				if _, err := cl.Pipelined(ctx, func(p goredis.Pipeliner) error { p.Get(ctx, k); return nil }); !errors.As(err, &moveErr) {
+					t.Errorf("a pipeline through GetShard's client: %v, want the *MoveError", err)
+				}
+				ps := cl.Subscribe(ctx, "ch")
+				if _, err := ps.Receive(ctx); !errors.As(err, &moveErr) {
+					t.Errorf("a subscription through GetShard's client: %v, want the *MoveError", err)
+				}
+				ps.Close()
+				if got := direct[0].Get(ctx, k).Val(); got != "v1" {
+					t.Errorf("a holds %q, want v1: GetShard's client wrote", got)
+				}
+				refuseSettle.Store(false)
+				// The next command waits for the mark to age, settles the
+				// move (restored: it finishes) and reads b.
+				if got, err := c.Get(ctx, k).Result(); got != "v1" || err != nil {
+					t.Errorf("Get = %q, %v; want v1", got, err)
+				}
+				if cl = c.GetShard(k); cl.Options().Addr != shards[1].Addr {
+					t.Fatalf("GetShard once the key moved = the client of %s, want b's (%s)", cl.Options().Addr, shards[1].Addr)
+				}
+			}
+			if err := cl.Set(ctx, k, "v2", 0).Err(); err != nil {
+				t.Fatal(err)
+			}
+			if got, err := c.Get(ctx, k).Result(); got != "v2" || err != nil {
+				t.Errorf("Get after the write through GetShard's client = %q, %v; want v2", got, err)
+			}
+			if n := direct[0].Exists(ctx, k).Val(); n != 0 {
+				t.Errorf("a still holds %s", k)
+			}
+		})
 	}
 }
 

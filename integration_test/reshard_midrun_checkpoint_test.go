@@ -49,7 +49,7 @@ func midRunResume(t *testing.T, seed int64) {
 	dups := 0
 	w.c.AddHook(sendHook{
 		before: func(_ context.Context, cmds []goredis.Cmder) error {
-			if !refusing.Load() || !slices.ContainsFunc(cmds, func(c goredis.Cmder) bool { return c.Name() == "restore" }) {
+			if !refusing.Load() || !slices.ContainsFunc(cmds, func(c goredis.Cmder) bool { return isStep(c, "restore") }) {
 				return nil
 			}
 			hmu.Lock()

@@ -473,7 +473,10 @@ func (m *redisModel) check() {
 // contentScript returns every key of a server and its string value, as
 // key, value, key, value, ...: KEYS and MGET in one round trip.
 var contentScript = goredis.NewScript(`
-local keys = redis.call('KEYS', '*')
+local keys = {}
+for _, k in ipairs(redis.call('KEYS', '*')) do
+  if string.sub(k, 1, 15) ~= '__shardedcache:' then keys[#keys+1] = k end -- the resharding protocol's own
+end
 if #keys == 0 then return {} end
 local vals = redis.call('MGET', unpack(keys))
 local out = {}

@@ -125,7 +125,7 @@ func TestReshardDeleteAfterEndSticks(t *testing.T) {
 			if err := c.BeginResharding(shards); err != nil {
 				t.Fatal(err)
 			}
-			h := newHold(func(cmd goredis.Cmder) bool { return cmd.Name() == "restore" })
+			h := newHold(func(cmd goredis.Cmder) bool { return isStep(cmd, "restore") })
 			c.Shards()[3].Client.AddHook(h.hook())
 			var wg sync.WaitGroup
 			wg.Go(func() { _ = c.Get(ctx, k).Err() })
@@ -219,38 +219,47 @@ func TestReshardWatch(t *testing.T) {
 	}
 }
 
-// A key about to expire (PTTL 0) keeps expiring when moved.
+// A moved key keeps its absolute expiry (RESTORE ... ABSTTL), to the
+// millisecond, however long the move takes: one about to expire still
+// expires then (real servers: miniredis keeps relative TTLs).
 func TestReshardKeyAboutToExpireStillExpires(t *testing.T) {
-	servers, c, shards := fourNamed(t, shardedredis.Health{}, nil)
-	k, from := movingKey(t, c, shards, "e")
-	c.Set(ctx, k, "v", time.Hour)
-	c.Shards()[from].Client.AddHook(pttlZero{})
+	bin := realRedisBin(t)
+	a, b := startRedisProc(t, bin, ""), startRedisProc(t, bin, "")
+	shards := []shardedredis.ShardOptions{{Name: "a", Addr: a.addr}, {Name: "b", Addr: b.addr}}
+	c, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: shards[:1]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	next, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: shards})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer next.Close()
+	k := ""
+	for i := 0; k == ""; i++ {
+		if key := fmt.Sprint("exp:", i); next.GetShardInfo(key).Index == 1 {
+			k = key
+		}
+	}
+	soon := time.Now().Add(300 * time.Millisecond).Truncate(time.Millisecond)
+	if err := c.SetArgs(ctx, k, "v", goredis.SetArgs{ExpireAt: soon}).Err(); err != nil {
+		t.Fatal(err)
+	}
 	if err := c.BeginResharding(shards); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.Get(ctx, k).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if ttl := servers[3].TTL(k); ttl != time.Millisecond {
-		t.Fatalf("moved key's TTL = %v, want 1ms", ttl)
+	d := goredis.NewClient(&goredis.Options{Addr: b.addr})
+	defer d.Close()
+	if got, err := d.Do(ctx, "pexpiretime", k).Int64(); err != nil || got != soon.UnixMilli() {
+		t.Fatalf("moved key expires at %d (%v), want %d", got, err, soon.UnixMilli())
 	}
-}
-
-// pttlZero makes PTTL answer 0, as Redis does for a key with less than a
-// millisecond left.
-type pttlZero struct{}
-
-func (pttlZero) DialHook(n goredis.DialHook) goredis.DialHook          { return n }
-func (pttlZero) ProcessHook(n goredis.ProcessHook) goredis.ProcessHook { return n }
-func (pttlZero) ProcessPipelineHook(n goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []goredis.Cmder) error {
-		err := n(ctx, cmds)
-		for _, cmd := range cmds {
-			if d, ok := cmd.(*goredis.DurationCmd); ok && cmd.Name() == "pttl" {
-				d.SetVal(0)
-			}
-		}
-		return err
+	time.Sleep(time.Until(soon) + 10*time.Millisecond)
+	if err := c.Get(ctx, k).Err(); err != goredis.Nil {
+		t.Fatalf("GET after its expiry: %v, want redis.Nil", err)
 	}
 }
 

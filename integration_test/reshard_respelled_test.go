@@ -33,7 +33,7 @@ func TestReshardRespelledAddressIsTheSameShard(t *testing.T) {
 	}
 	direct := goredis.NewClient(&goredis.Options{Addr: procs[0].addr})
 	defer direct.Close()
-	onA := direct.DBSize(ctx).Val()
+	onA := userDBSize(direct).Val()
 	respelled := []shardedredis.ShardOptions{topoShard("a", "localhost:"+port, 0), topoShard("b", procs[1].addr, 0)}
 	if plan, err := c.PlanResharding(respelled); err != nil || plan.Moved != 0 || len(plan.Moves) != 0 {
 		t.Errorf("PlanResharding to the respelled list = %+v, %v; want nothing to move", plan, err)
@@ -48,7 +48,7 @@ func TestReshardRespelledAddressIsTheSameShard(t *testing.T) {
 				t.Fatalf("%s: Get(%q) = %q, %v; want %q", when, k, got, err, "v-"+k)
 			}
 		}
-		if n := direct.DBSize(ctx).Val(); n != onA {
+		if n := userDBSize(direct).Val(); n != onA {
 			t.Fatalf("%s: a's server holds %d keys, want %d", when, n, onA)
 		}
 	}

@@ -73,7 +73,7 @@ func runRefused(t *testing.T, c *shardedredis.ShardedClient, n int32, opt sharde
 	t.Helper()
 	var refused atomic.Int32
 	c.AddHook(beforeSend(func(_ context.Context, cmds []goredis.Cmder) error {
-		if slices.ContainsFunc(cmds, func(c goredis.Cmder) bool { return c.Name() == "restore" }) && refused.Add(1) <= n {
+		if slices.ContainsFunc(cmds, func(c goredis.Cmder) bool { return isStep(c, "restore") }) && refused.Add(1) <= n {
 			return errors.New("injected: RESTORE refused")
 		}
 		return nil
@@ -126,19 +126,23 @@ func TestReshardRefusedThenCutInSamePage(t *testing.T) {
 	c.AddHook(beforeSend(func(_ context.Context, cmds []goredis.Cmder) error {
 		mu.Lock()
 		defer mu.Unlock()
-		if !refusing || !slices.ContainsFunc(cmds, func(c goredis.Cmder) bool { return c.Name() == "restore" }) {
+		if !refusing || !slices.ContainsFunc(cmds, func(c goredis.Cmder) bool { return isStep(c, "restore") }) {
 			return nil
 		}
 		if refusedKeys == nil {
 			refusedKeys = map[string]bool{}
 			for _, cmd := range cmds {
-				refusedKeys[fmt.Sprint(cmd.Args()[1])] = true
+				if step, keys := moveStep(cmd); step == "restore" {
+					for _, k := range keys {
+						refusedKeys[k] = true
+					}
+				}
 			}
 			time.AfterFunc(300*time.Millisecond, cancel) // while the next batch waits
 			return errors.New("injected: RESTORE refused")
 		}
 		for _, cmd := range cmds {
-			if refusedKeys[fmt.Sprint(cmd.Args()[1])] {
+			if _, keys := moveStep(cmd); slices.ContainsFunc(keys, func(k string) bool { return refusedKeys[k] }) {
 				return errors.New("injected: RESTORE refused")
 			}
 		}

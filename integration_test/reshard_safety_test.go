@@ -322,7 +322,7 @@ func TestReshardSameNameNewAddressMovesItsKeys(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	onB, err := direct[1].DBSize(ctx).Result()
+	onB, err := userDBSize(direct[1]).Result()
 	if err != nil || onB == 0 {
 		t.Fatalf("b holds %d keys: %v", onB, err)
 	}
@@ -345,10 +345,10 @@ func TestReshardSameNameNewAddressMovesItsKeys(t *testing.T) {
 			t.Fatalf("Get(%q) = %d, %v", k, v, err)
 		}
 	}
-	if left, _ := direct[1].DBSize(ctx).Result(); left != 0 {
+	if left, _ := userDBSize(direct[1]).Result(); left != 0 {
 		t.Fatalf("the old address of b still holds %d keys", left)
 	}
-	if now, _ := direct[3].DBSize(ctx).Result(); now != onB {
+	if now, _ := userDBSize(direct[3]).Result(); now != onB {
 		t.Fatalf("the new address of b holds %d keys, want %d", now, onB)
 	}
 }

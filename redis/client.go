@@ -156,6 +156,8 @@ type ShardedClient struct {
 	state serverState // function libraries and CONFIG SET, kept in step
 
 	closed atomic.Bool // set by Close: every call returns redis.ErrClosed
+
+	fleet fleetState // JoinFleet
 }
 
 // errIfClosed returns redis.ErrClosed once Close has been called: the
@@ -215,6 +217,10 @@ type builder struct {
 	onNew  []func(Shard, *goredis.Client)
 	from   map[*goredis.Client]any // a goredis.Options or goredis.FailoverOptions
 	shared *goredis.Options        // ShardedOptions.Options, copied
+	// fence: a client whose ClientName carries a fleet epoch checks, as it
+	// sets up each connection, that the server accepts that epoch
+	// (fenceCheck; see JoinFleet).
+	fence bool
 }
 
 // withShared returns so with a copy of its options in which every exported
@@ -373,6 +379,9 @@ func (b *builder) shard(so ShardOptions, reuse []Shard) (Shard, error) {
 	}
 	sh.Client = b.client(reuse, sh, o, func() *goredis.Client {
 		built := o // go-redis fills in its defaults
+		if epoch, ok := connEpoch(o.ClientName); ok && b.fence {
+			built.OnConnect = fenceCheck(epoch, o.OnConnect)
+		}
 		return goredis.NewClient(&built)
 	})
 	return sh, nil
@@ -570,11 +579,11 @@ func newShardedClient(shards []Shard, h Health, p ring.Preset) (*ShardedClient, 
 	if err != nil {
 		return nil, err // ring's and shardedclient's errors carry their own prefix
 	}
-	s.SetMover(moveKeys)
+	c := &ShardedClient{shards: s, state: newServerState()}
+	s.SetMover(c.moveKeys)
 	s.SetCloser(closeShardClient)
 	s.SetClosedErr(goredis.ErrClosed)
 	s.SetServerOf(serverKey)
-	c := &ShardedClient{shards: s, state: newServerState()}
 	c.router = newRouter(func(context.Context, string, string) (net.Conn, error) { return nil, errRouterDial })
 	c.pubsub = newRouter(c.dialFanIn)
 	c.router.AddHook(hook{c})

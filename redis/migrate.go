@@ -128,6 +128,9 @@ type Migration struct {
 	progress []*shardProgress
 	running  chan struct{} // one slot, held by Run: one run at a time
 	server   *serverSide   // ServerSide: the shards' MIGRATE targets and servers, the transactions' gate
+	// dead holds the new owners that stopped answering in a run (shard
+	// index -> error): they are sent no more keys (see moveOn).
+	dead sync.Map
 }
 
 type shardProgress struct {
@@ -171,6 +174,9 @@ func (c *ShardedClient) NewMigration(opt MigrateOptions) (*Migration, error) {
 		return nil, fmt.Errorf("%w: it is window %q's, this is %q", ErrCheckpoint, opt.Resume.Window, w.ID)
 	}
 	var server *serverSide
+	if opt.ServerSide && c.fleet.on.Load() {
+		return nil, fmt.Errorf("%w: a fleet's resharding moves keys by its own protocol (move marks, settled after a lost reply), which MIGRATE cannot follow", ErrServerSide)
+	}
 	if opt.ServerSide {
 		var err error
 		if server, err = newServerSide(v); err != nil {
@@ -267,6 +273,7 @@ func (m *Migration) Run(ctx context.Context) error {
 		return ctx.Err() // another run holds it
 	}
 	defer func() { <-m.running }()
+	m.dead.Clear() // a new owner that failed the last run is tried again
 	// A write begun before BeginResharding may still land on a key's old
 	// owner: wait for it, or a scan that has passed the key would leave it
 	// behind.
@@ -453,6 +460,7 @@ func (m *Migration) moveFrom(ctx context.Context, v *view, p *shardProgress, key
 		for _, k := range batch {
 			from, to, settled := v.Settled(k)
 			switch {
+			case isInternal(k): // the protocol's own state (fence, move marks) stays, uncounted
 			case !settled:
 				// An ejection changes where it was or where it goes: judged
 				// now, it could be kept or moved where the ejected shard's
@@ -486,9 +494,11 @@ func (m *Migration) moveFrom(ctx context.Context, v *view, p *shardProgress, key
 		c.gone = c.leaving - len(unsettled) - len(pending.Moving())
 		err := v.Prepare(ctx, &pending, func(ctx context.Context, v *view, keys []shardedclient.MovingKey) error {
 			if m.server != nil {
-				c.moves = m.server.move(ctx, v, keys)
+				c.moves = m.server.move(ctx, v, keys, func(ctx context.Context, v *view, ks []shardedclient.MovingKey) moveCounts {
+					return m.c.moveOn(ctx, v, ks, &m.dead)
+				})
 			} else {
-				c.moves = moveBatch(ctx, v, keys)
+				c.moves = m.c.moveOn(ctx, v, keys, &m.dead)
 			}
 			return nil
 		})

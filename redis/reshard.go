@@ -2,9 +2,13 @@ package redis
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -89,14 +93,16 @@ func (c *ShardedClient) BeginResharding(shards []ShardOptions) error {
 	if err := c.clusterSourceErr(shards); err != nil {
 		return err
 	}
-	return c.switchShards(shards, func(sh []Shard, prepare func(*view) error) error {
-		return c.shards.BeginMove(sh, func(v *view) error {
-			if err := prepare(v); err != nil {
-				return err
-			}
-			return dropStale(context.Background(), v)
-		})
-	})
+	return c.switchShards(shards, c.beginWindow(newMoveID(), false, func(v *view) error {
+		return dropStale(context.Background(), v)
+	}))
+}
+
+// newMoveID returns a random resharding ID, 16 hex digits.
+func newMoveID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
+	return hex.EncodeToString(b[:])
 }
 
 // clusterSourceErr refuses, with an *UnsupportedError naming the shard, a
@@ -155,6 +161,13 @@ func (c *ShardedClient) endWindow(force bool) error {
 	if err := c.errIfClosed(); err != nil {
 		return err
 	}
+	v := c.shards.Acquire()
+	if v.Moving() && (force || v.Window().Migrated()) {
+		// Best effort: what is left is harmless (internal keys that KEYS
+		// and SCAN leave out).
+		_ = cleanUp(context.Background(), v)
+	}
+	v.Release()
 	err := c.shards.EndMove(force)
 	if errors.Is(err, shardedclient.ErrMoveIncomplete) {
 		return ErrMigrationIncomplete
@@ -184,7 +197,7 @@ func dropStale(ctx context.Context, v *view) error {
 				var stale []string
 				for _, k := range keys {
 					// j owns k now, or will once it rejoins.
-					if from, to, _ := v.Moved(k); from != j && (to == j || v.AllLiveOwner(k) == j) {
+					if from, to, _ := v.Moved(k); !isInternal(k) && from != j && (to == j || v.AllLiveOwner(k) == j) {
 						stale = append(stale, k)
 					}
 				}
@@ -255,15 +268,69 @@ type moveCounts struct {
 }
 
 // moveKeys is the client's shardedclient.Mover: it moves keys (see
-// moveBatch) and returns a *MoveError naming each key that failed.
-func moveKeys(ctx context.Context, v *view, keys []shardedclient.MovingKey) error {
-	if counts := moveBatch(ctx, v, keys); len(counts.failed) > 0 {
+// moveOn) and returns a *MoveError naming each key that failed.
+func (c *ShardedClient) moveKeys(ctx context.Context, v *view, keys []shardedclient.MovingKey) error {
+	if counts := c.moveOn(ctx, v, keys, nil); len(counts.failed) > 0 {
 		return &MoveError{Keys: counts.failed}
 	}
 	return nil
 }
 
-// moveBatch moves keys from their old owner to their new one, three round
+// moveOn moves keys by the protocol of package fleet (fleetMoves.move,
+// with the moves of v's window: a destination in dead fails its keys at
+// once, and one that stops answering is added to it). A view whose window
+// has ended moves nothing: its keys fail with ErrNoResharding.
+func (c *ShardedClient) moveOn(ctx context.Context, v *view, keys []shardedclient.MovingKey, dead *sync.Map) moveCounts {
+	if mv := c.fleet.moves.Load(); mv != nil && mv.prev == v.Previous() {
+		// Keys into a Redis Cluster shard (BeginClusterMove) move by
+		// moveBatch: the protocol's scripts would cross its slots.
+		var toCluster []shardedclient.MovingKey
+		keys = slices.DeleteFunc(slices.Clone(keys), func(k shardedclient.MovingKey) bool {
+			if clusterClient(v.Client(k.To)) != nil {
+				toCluster = append(toCluster, k)
+				return true
+			}
+			return false
+		})
+		counts := mv.move(ctx, v, keys, dead)
+		if len(toCluster) > 0 {
+			cc := moveBatch(ctx, v, toCluster)
+			counts.moved, counts.onOwner, counts.gone = counts.moved+cc.moved, counts.onOwner+cc.onOwner, counts.gone+cc.gone
+			counts.failed = append(counts.failed, cc.failed...)
+		}
+		return counts
+	}
+	var counts moveCounts
+	for _, k := range keys {
+		counts.failed = append(counts.failed, &KeyMoveError{Key: k.Key, From: v.Label(k.From), To: v.Label(k.To), Err: ErrNoResharding})
+	}
+	return counts
+}
+
+// beginWindow opens a resharding window to shards (BeginMove) whose keys
+// move by the protocol of package fleet under the ID change (fenced: a
+// fleet's, see fleetMoves): after prepare (the servers' state, and what
+// the caller adds in also), the moves are bound to the window before it
+// serves a command.
+func (c *ShardedClient) beginWindow(change string, fenced bool, also func(*view) error) func([]Shard, func(*view) error) error {
+	return func(sh []Shard, prepare func(*view) error) error {
+		return c.shards.BeginMove(sh, func(v *view) error {
+			if err := prepare(v); err != nil {
+				return err
+			}
+			if also != nil {
+				if err := also(v); err != nil {
+					return err
+				}
+			}
+			c.fleet.moves.Store(&fleetMoves{change: change, fenced: fenced, prev: v.Previous()})
+			return nil
+		})
+	}
+}
+
+// moveBatch moves keys from their old owner to their new one, a Redis
+// Cluster shard (see moveOn), three round
 // trips for any number of keys: DUMP and PTTL on the old owners, RESTORE
 // (never REPLACE: see BeginResharding) on the new ones, one DEL on each old
 // owner of the keys that the new owner now holds. One key's failure does not

@@ -8,7 +8,9 @@ package redis
 // for stale copies and delete them. ResumeResharding deletes nothing: the
 // first window's BeginResharding removed the stale copies once, and every
 // copy on a new owner since was moved or written in that window, so it is
-// the newer one, as the window's rule says.
+// the newer one, as the window's rule says. A move the first process left
+// marked on a source is settled as any abandoned move is (see package
+// fleet): finished if its new owner restored it, else taken back.
 //
 // Resume the first window's migration from its last checkpoint: set
 // Checkpoint.Window to this window's ID (Window().ID), since NewMigration
@@ -20,7 +22,5 @@ func (c *ShardedClient) ResumeResharding(shards []ShardOptions) error {
 	if err := c.clusterSourceErr(shards); err != nil {
 		return err
 	}
-	return c.switchShards(shards, func(sh []Shard, prepare func(*view) error) error {
-		return c.shards.BeginMove(sh, prepare)
-	})
+	return c.switchShards(shards, c.beginWindow(newMoveID(), false, nil))
 }

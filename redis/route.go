@@ -387,7 +387,7 @@ func classify(err error) shardedclient.Class {
 	switch {
 	case err == nil || err == goredis.Nil || isReplyError(err) && !isSetupError(err):
 		return shardedclient.Answered
-	case errors.Is(err, goredis.ErrPoolTimeout) || errors.Is(err, goredis.ErrPoolExhausted) || errors.Is(err, goredis.ErrClosed):
+	case errors.Is(err, goredis.ErrPoolTimeout) || errors.Is(err, goredis.ErrPoolExhausted) || errors.Is(err, goredis.ErrClosed) || errors.Is(err, ErrFenced):
 		return shardedclient.Local
 	}
 	return shardedclient.Failed
@@ -411,29 +411,43 @@ func (c *ShardedClient) process(ctx context.Context, cmd goredis.Cmder) error {
 	if err := c.errIfClosed(); err != nil {
 		return err
 	}
+	for {
+		epoch := c.fleet.epoch.Load()
+		err, fenced := c.processOn(ctx, cmd)
+		if !fenced || !c.fleet.await(ctx, epoch) {
+			return err
+		}
+		cmd.SetErr(nil) // the fence refused its connection: it was not sent
+	}
+}
+
+// processOn runs cmd on the current view; fenced reports that cmd, run on
+// one shard, was refused by a fleet's fence before it was sent.
+func (c *ShardedClient) processOn(ctx context.Context, cmd goredis.Cmder) (err error, fenced bool) {
 	v := c.shards.Acquire()
 	defer v.Release()
 	var r keyShards
 	if err := route(v, cmd, &r); err != nil {
-		return err
+		return err, false
 	}
 	if err := v.Prepare(ctx, &r.pending, nil); err != nil {
-		return err
+		return err, false
 	}
 	if r.shard == noKeys {
 		r.shard = anyShard(v)
 	}
 	if r.shard >= 0 {
-		return v.Finish(ctx, r.shard, v.Client(r.shard).Process(ctx, cmd))
+		err := v.Client(r.shard).Process(ctx, cmd)
+		return v.Finish(ctx, r.shard, err), errors.Is(err, ErrFenced)
 	}
 	p, err := planOf(ctx, v, cmd, &r)
 	if err != nil {
-		return err
+		return err, false
 	}
 	groups := newGroups(v.Len(), p.counts(make([]int, v.Len())))
 	p.addTo(groups)
 	execGroups(ctx, v, groups)
-	return p.merge()
+	return p.merge(), false
 }
 
 // newGroups returns per-shard groups of commands with room for counts[i]

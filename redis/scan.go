@@ -69,9 +69,13 @@ type scanPlan struct {
 // before and holds it until it moves. A copy any other shard holds is
 // stale (left by AbandonResharding, or written on a stand-in while the
 // owner was ejected): no command reads it, and KEYS and SCAN leave it out.
+// So do they the resharding protocol's own keys (isInternal).
 // (KEYS asks the shards in parallel, not atomically: in a window, a key
 // another call moves while KEYS runs may be in neither reply, or in both.)
 func serves(v *view, i int, key string) bool {
+	if isInternal(key) {
+		return false
+	}
 	if oneServer(v) {
 		return true
 	}

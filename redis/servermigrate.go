@@ -143,12 +143,12 @@ var ErrServerSide = errors.New("shardedcache: server-side migration refused")
 // its health then counts an answer, not a failure); a key no longer there
 // counts as moved (one deleted meanwhile too). A key
 // whose old and new owners are two DBs of one server moves through the
-// client (moveBatch): MIGRATE to its own server would wait on itself. The
+// client (viaClient): MIGRATE to its own server would wait on itself. The
 // caller holds the keys' locks.
 //
 // Batches run at once unless the gate holds them back (see enter); a batch
 // holds it until its keys are settled.
-func (s *serverSide) move(ctx context.Context, v *view, keys []shardedclient.MovingKey) moveCounts {
+func (s *serverSide) move(ctx context.Context, v *view, keys []shardedclient.MovingKey, viaClient func(context.Context, *view, []shardedclient.MovingKey) moveCounts) moveCounts {
 	srv := func(i int) string { return s.server[v.ID(i)] }
 	var local []shardedclient.MovingKey
 	keys = slices.DeleteFunc(slices.Clone(keys), func(k shardedclient.MovingKey) bool {
@@ -160,7 +160,7 @@ func (s *serverSide) move(ctx context.Context, v *view, keys []shardedclient.Mov
 	})
 	var counts moveCounts
 	if len(local) > 0 {
-		counts = moveBatch(ctx, v, local)
+		counts = viaClient(ctx, v, local)
 	}
 	fail := func(k shardedclient.MovingKey, err error) {
 		counts.failed = append(counts.failed, &KeyMoveError{Key: k.Key, From: v.Label(k.From), To: v.Label(k.To), Err: err})

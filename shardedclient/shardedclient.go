@@ -77,6 +77,9 @@ type Sharded[C comparable] struct {
 	stop    chan struct{}  // closed by Close
 }
 
+// Preset returns the placement preset of s's rings (nil: ring.Jedis{}).
+func (s *Sharded[C]) Preset() ring.Preset { return s.preset }
+
 // New builds a Sharded over shards, in order, placed by preset p (nil is
 // ring.Jedis{}), with the default health policy (failure mode: nothing is
 // ejected). It returns an error for an empty list, a nil client (naming the

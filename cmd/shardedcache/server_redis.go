@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -17,12 +18,19 @@ type redisServer struct{ c *goredis.Client }
 // scanCount is the COUNT of each SCAN.
 const scanCount = 1000
 
+// internalPrefix starts the keys the redis package keeps on the servers
+// for the moves of a resharding window (fences, move marks, tokens: see
+// package fleet, "Where the truth is"). They belong to no shard by the
+// ring, so Scan leaves them out, as the package's KEYS and SCAN do.
+const internalPrefix = "__shardedcache:"
+
 func (s *redisServer) Scan(ctx context.Context, sizes bool, fn func([]scanned) error) error {
 	for cursor, first := uint64(0), true; first || cursor != 0; first = false {
 		keys, next, err := s.c.Scan(ctx, cursor, "", scanCount).Result()
 		if err != nil {
 			return err
 		}
+		keys = slices.DeleteFunc(keys, func(k string) bool { return strings.HasPrefix(k, internalPrefix) })
 		page := make([]scanned, len(keys))
 		var usage []*goredis.IntCmd
 		if sizes && len(keys) > 0 {

@@ -1,0 +1,127 @@
+// Package fleet reshards a fleet as one: every process that shares a list
+// of shards goes through a resharding (add, remove, re-weight or replace
+// shards, data moved, no cold cache) with no lost acknowledged write, no
+// resurrected delete, no stale read after an acknowledged write, and no
+// copy left behind — whether processes start in the middle, crash, or
+// pause past every timeout.
+//
+// # Vocabulary
+//
+// A resharding changes the fleet's shard list from L to T. A key whose
+// owner under T differs from its owner under L is a moving key; its owner
+// under L is its source (old owner), its owner under T its destination
+// (new owner). A move takes one key off its source onto its destination.
+// The migration is the driver's scan of every source that moves every
+// moving key not yet moved. The driver is the process (or the command-line
+// tool) that runs the resharding; every process of the fleet is a member.
+// A step is one state of the fleet in the coordination store; the epoch
+// numbers the steps. A fence is a server's refusal of connections named
+// with an older epoch.
+//
+// # Where the truth is
+//
+// The servers decide where a key lives while it moves, never a process's
+// memory (after Redis Cluster's MIGRATING/IMPORTING slots, where a source
+// answers for a key while it holds it and the destination once it does
+// not, and MIGRATE's atomic per-key move):
+//
+//   - A moving key's source holds the truth while it holds the key; once
+//     the source no longer holds it, the destination does.
+//   - Nothing ever writes a moving key on its source once moves have begun
+//     (the fence below makes sure of that), so a key that has left its
+//     source never comes back there.
+//   - A move is three server-side steps, each one atomic on its server
+//     (scripts): on the source, mark the key with a move token and read
+//     it (DUMP, and its absolute expiry, PEXPIRETIME); on the destination,
+//     unless the token was revoked, RESTORE it with that absolute expiry
+//     (ABSTTL, REPLACE: a copy there while the source holds the key is
+//     stale) and record the token as restored; on the source, if the mark
+//     is still that token, delete the key and the mark. While a key is
+//     marked, no command uses it: a command that finds the mark waits for
+//     the move to end, or settles it.
+//   - A move the client stopped waiting for (a timeout, a hung server, a
+//     process that died or paused) may still run later: its mark stays on
+//     the source until someone settles it. To settle a token, ask its
+//     destination — once it answers again — to revoke the token unless it
+//     was restored, in one atomic step: restored, the move is finished
+//     (the source's copy goes); revoked, a RESTORE that arrives later is
+//     refused, and the mark goes (the source's copy stays the truth). An
+//     attempt's token goes to every destination of its keys, so the
+//     outcome is the key's own destination's. Revocations are kept (no
+//     clock bounds how late a RESTORE may arrive); restored tokens are
+//     dropped once the migration has settled every move.
+//
+// One process alone runs the same moves (package redis, BeginResharding):
+// it is the whole fleet, so it has no step to announce and no fence to
+// raise, and the first move's check that the source is fenced is left out.
+//
+// # The steps
+//
+// A resharding from L to T goes through four states of the fleet's one
+// record in the store, each with its epoch; e is the epoch of Stable(L):
+//
+//	step            epoch  moving keys are sent              other keys   the driver, during the step
+//	--------------  -----  --------------------------------  -----------  -----------------------------------------
+//	Stable(L)       e      to their source (owner under L)   by L         -
+//	Preparing(L→T)  e+1    to their source                   by L         removes stale copies from the shards that
+//	                                                                      gain keys; then fences every source at e+2
+//	                                                                      and marks every server moved
+//	Moving(L→T)     e+2    moved first (the move above),     by T (= L)   migration: moves the rest, settles every
+//	                       then to their destination                      unsettled move
+//	Stable(T)       e+3    to their destination (owner       by T         -
+//	                       under T)
+//
+// The fence of a source at epoch m (e+2) is two operations on the server:
+// raise the server's fence epoch to m (new connections named with an
+// older epoch are refused when they connect: the name is set, then the
+// fence checked, in that order), then close every connection of the
+// fleet named with an older epoch. After both, no command routed under L
+// can run on a source: it was sent on a connection now closed, or it would
+// need a new one, which is refused.
+//
+// Why every pair of adjacent steps is safe, and why a process that is
+// behind cannot do harm:
+//
+//   - Stable(L) and Preparing: the same routing.
+//   - Preparing and Moving: no key moves and no process writes a moving
+//     key on its destination before every source is fenced (the driver
+//     stores Moving only after Fence returned, and a move's first step
+//     refuses to run on a server not marked moved for this resharding).
+//     From then on a process still in Stable(L) or Preparing reaches no
+//     source (fenced); its commands on a source fail with a typed error,
+//     or wait within their context for the process to apply Moving.
+//     Removing stale copies happens before the fence: nothing writes a
+//     moving key on its destination then; a removal that arrives late
+//     (a driver paused past its lease) is refused by the destination,
+//     marked moved.
+//   - Moving and Stable(T): Stable(T) is stored only once the migration
+//     found no moving key on any source and no unsettled mark. A process
+//     in Moving asks the source first and finds the key gone; it then
+//     uses the destination, as Stable(T) does. Neither writes a source.
+//   - A process two or more steps behind, with a command in flight (it
+//     paused, or its reply was lost): if the command is for a source, it
+//     runs only on a connection named with an epoch the source accepts,
+//     so it ran before the fence or never runs. If it is for a
+//     destination under L's rule (a key that does not move), that shard
+//     owns the key under T too.
+//   - The driver: the state moves on by compare-and-swap only; a driver
+//     that lost its lock (a pause, a crash) and comes back cannot store a
+//     step, and every server-side operation it may still have in flight
+//     is one of the atomic steps above, each safe whenever it lands.
+//
+// The epoch-fence makes safety independent of clocks and leases: the
+// coordination store orders the steps and tells the members, and its
+// lease only decides who drives. A member that cannot reach the store
+// keeps serving with the state it has; if a resharding fences it, its
+// commands on the fenced shards fail with a typed error (or wait within
+// their context) until it reaches the store again and applies the state.
+// Outside a resharding a command costs what it costs without a fleet: no
+// round trip and no store call on the command path (a connection costs
+// one more command when it is set up: the fence check).
+//
+// # Stores
+//
+// The store is an interface (Store): MemStore for one process and tests;
+// etcd in the separate module github.com/shardedcache/shardedcache/fleet/etcdstore,
+// so that an application that uses no store pulls in no etcd or gRPC.
+package fleet

@@ -1,0 +1,579 @@
+package etcdstore_test
+
+// The fleet's reference-model test: real redis-servers, a real etcd, and
+// separate OS processes (this test binary run again as workers and
+// drivers). Each worker joins the fleet and runs random operations on keys
+// of its own (each key has one writer) and reads every worker's keys; it
+// logs every operation with its start and end on the machine's clock. A
+// driver reshards 3 -> 4 shards meanwhile, under chaos: a worker paused
+// past every timeout, a worker killed and a new one started mid-change,
+// the driver killed mid-migration and the change resumed by another
+// process, the new shard's server hung mid-migration. At the end the logs
+// are checked against a model: no lost acknowledged write, no resurrected
+// delete, no read older than a write acknowledged before it started, no
+// stray copy or move mark left on any server.
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/shardedcache/shardedcache/fleet"
+	"github.com/shardedcache/shardedcache/fleet/etcdstore"
+	"github.com/shardedcache/shardedcache/fleet/etcdstore/internal/etcdtest"
+	shardedredis "github.com/shardedcache/shardedcache/redis"
+	"github.com/shardedcache/shardedcache/ring"
+)
+
+// The environment of a re-executed test binary.
+const (
+	envRole     = "SC_FLEET_ROLE" // "worker", "driver", "resume"
+	envEtcd     = "SC_FLEET_ETCD"
+	envPrefix   = "SC_FLEET_PREFIX"
+	envShards   = "SC_FLEET_SHARDS" // JSON []fleet.Shard: the initial list (workers), the target (driver)
+	envWorker   = "SC_FLEET_WORKER"
+	envLog      = "SC_FLEET_LOG"
+	envSeed     = "SC_FLEET_SEED"
+	envStopFile = "SC_FLEET_STOP"
+)
+
+// op is one logged operation of a worker.
+type op struct {
+	Op    string  `json:"op"` // set, del, get
+	Key   string  `json:"key"`
+	Val   *string `json:"val,omitempty"` // set: the value; get: the reply (nil: none)
+	Start int64   `json:"start"`         // Unix ns
+	End   int64   `json:"end,omitempty"` // 0: no reply logged (killed)
+	OK    bool    `json:"ok"`
+	Err   string  `json:"err,omitempty"`
+}
+
+// keysPerGoroutine and goroutinesPerWorker size a worker's key space.
+const (
+	keysPerGoroutine    = 60
+	goroutinesPerWorker = 3
+)
+
+func keyName(worker, g, i int) string { return fmt.Sprintf("w%d:g%d:k%d", worker, g, i) }
+
+// TestFleetProcess is the entry of a re-executed test binary; it does
+// nothing in a normal run.
+func TestFleetProcess(t *testing.T) {
+	switch os.Getenv(envRole) {
+	case "worker":
+		runWorker(t)
+	case "driver", "resume":
+		runDriver(t)
+	default:
+		t.Skip("run by TestFleetResharding as a separate process")
+	}
+}
+
+func processStore(t *testing.T) (*etcdstore.Store, *clientv3.Client) {
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{os.Getenv(envEtcd)}, DialTimeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := etcdstore.New(cli, os.Getenv(envPrefix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return store, cli
+}
+
+func envShardList(t *testing.T) []fleet.Shard {
+	var list []fleet.Shard
+	if err := json.Unmarshal([]byte(os.Getenv(envShards)), &list); err != nil {
+		t.Fatal(err)
+	}
+	return list
+}
+
+// newFleetClient returns a sharded client over list with the test's
+// timeouts (short, so that a hung server is noticed).
+func newFleetClient(t *testing.T, list []fleet.Shard) *shardedredis.ShardedClient {
+	opts := make([]shardedredis.ShardOptions, len(list))
+	for i, sh := range list {
+		opts[i] = shardedredis.ShardOptions{Name: sh.Name, Addr: sh.Addr, Weight: sh.Weight}
+	}
+	c, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: opts, Options: &goredis.Options{
+		DialTimeout: 300 * time.Millisecond, ReadTimeout: 300 * time.Millisecond, WriteTimeout: 300 * time.Millisecond, PoolSize: 8,
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func runWorker(t *testing.T) {
+	store, cli := processStore(t)
+	defer cli.Close()
+	c := newFleetClient(t, envShardList(t))
+	defer c.Close()
+	ctx := context.Background()
+	member, err := c.JoinFleet(ctx, store, fleet.MemberOptions{OnError: func(err error) { fmt.Fprintln(os.Stderr, "member:", err) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer member.Close()
+	worker, _ := strconv.Atoi(os.Getenv(envWorker))
+	seed, _ := strconv.ParseUint(os.Getenv(envSeed), 10, 64)
+	f, err := os.OpenFile(os.Getenv(envLog), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var logMu sync.Mutex
+	logOp := func(o op) {
+		b, _ := json.Marshal(o)
+		logMu.Lock()
+		defer logMu.Unlock()
+		_, _ = f.Write(append(b, '\n'))
+	}
+	stop := os.Getenv(envStopFile)
+	var wg sync.WaitGroup
+	for g := range goroutinesPerWorker {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(seed, uint64(worker*100+g)))
+			seq := 0
+			for n := 0; ; n++ {
+				if n%50 == 0 {
+					if _, err := os.Stat(stop); err == nil {
+						return
+					}
+				}
+				octx, cancel := context.WithTimeout(ctx, 2*time.Second)
+				mine := keyName(worker, g, rng.IntN(keysPerGoroutine))
+				o := op{Key: mine, Start: time.Now().UnixNano()}
+				switch r := rng.IntN(100); {
+				case r < 45:
+					seq++
+					v := fmt.Sprintf("%d:%d:%d", worker, g, seq)
+					o.Op, o.Val = "set", &v
+					logOp(o) // logged before it is sent: a killed worker's last write is "unknown"
+					err = c.Set(octx, mine, v, 0).Err()
+				case r < 55:
+					o.Op = "del"
+					logOp(o)
+					err = c.Del(octx, mine).Err()
+				default:
+					o.Op = "get"
+					o.Key = keyName(rng.IntN(4)+1, rng.IntN(goroutinesPerWorker), rng.IntN(keysPerGoroutine))
+					var v string
+					v, err = c.Get(octx, o.Key).Result()
+					switch {
+					case err == nil:
+						o.Val = &v
+					case errors.Is(err, goredis.Nil):
+						err = nil
+					}
+				}
+				cancel()
+				o.End, o.OK = time.Now().UnixNano(), err == nil
+				if err != nil {
+					o.Err = err.Error()
+				}
+				logOp(o)
+				time.Sleep(time.Millisecond)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+func runDriver(t *testing.T) {
+	store, cli := processStore(t)
+	defer cli.Close()
+	target := envShardList(t)
+	// The driver's client starts on the target's list; Reshard applies
+	// the fleet's state to it at every step.
+	c := newFleetClient(t, target)
+	defer c.Close()
+	backend := c.FleetBackend(shardedredis.MigrateOptions{BatchSize: 20, KeysPerSecond: 300})
+	opt := fleet.DriverOptions{LockTTL: 2 * time.Second}
+	var err error
+	if os.Getenv(envRole) == "resume" {
+		_, err = fleet.Resume(context.Background(), store, backend, opt)
+	} else {
+		_, err = fleet.Reshard(context.Background(), store, backend, target, opt)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// redisServer is a redis-server process of the test.
+type redisServer struct {
+	addr string
+	cmd  *exec.Cmd
+}
+
+func startRedis(t *testing.T) *redisServer {
+	t.Helper()
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("redis-server not found (%v); CI=true requires it", err)
+		}
+		t.Skipf("redis-server not found (%v)", err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	cmd := exec.Command(bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	s := &redisServer{addr: fmt.Sprintf("127.0.0.1:%d", port), cmd: cmd}
+	c := goredis.NewClient(&goredis.Options{Addr: s.addr})
+	defer c.Close()
+	for i := 0; c.Ping(context.Background()).Err() != nil; i++ {
+		if i > 100 {
+			t.Fatalf("redis-server on %s did not start", s.addr)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return s
+}
+
+// proc is a re-executed test binary.
+type proc struct {
+	name string
+	cmd  *exec.Cmd
+	done chan error
+	out  *strings.Builder
+}
+
+func spawn(t *testing.T, name string, env ...string) *proc {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestFleetProcess$", "-test.count=1", "-test.v")
+	cmd.Env = append(os.Environ(), env...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	p := &proc{name: name, cmd: cmd, done: make(chan error, 1), out: &strings.Builder{}}
+	var mu sync.Mutex
+	cmd.Stdout = writerFunc(func(b []byte) (int, error) { mu.Lock(); defer mu.Unlock(); return p.out.Write(b) })
+	cmd.Stderr = cmd.Stdout
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.done <- cmd.Wait() }()
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	return p
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(b []byte) (int, error) { return f(b) }
+
+func TestFleetResharding(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-process test")
+	}
+	endpoint := etcdtest.StartShared(t)
+	for _, seed := range seeds() {
+		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) { fleetRun(t, endpoint, seed) })
+	}
+}
+
+// seeds are the seeds run: two, or SHARDEDCACHE_LONG=1 for six.
+func seeds() []uint64 {
+	if os.Getenv("SHARDEDCACHE_LONG") == "1" {
+		return []uint64{1, 2, 3, 4, 5, 6}
+	}
+	return []uint64{1, 2}
+}
+
+func fleetRun(t *testing.T, endpoint string, seed uint64) {
+	servers := make([]*redisServer, 4)
+	for i := range servers {
+		servers[i] = startRedis(t)
+	}
+	initial := []fleet.Shard{{Name: "a", Addr: servers[0].addr}, {Name: "b", Addr: servers[1].addr}, {Name: "c", Addr: servers[2].addr}}
+	target := append(slices.Clone(initial), fleet.Shard{Name: "d", Addr: servers[3].addr})
+	dir := t.TempDir()
+	prefix := fmt.Sprintf("/fleet-test/%d-%d", seed, time.Now().UnixNano())
+	stopFile := filepath.Join(dir, "stop")
+	list := func(l []fleet.Shard) string { b, _ := json.Marshal(l); return string(b) }
+	common := []string{envEtcd + "=" + endpoint, envPrefix + "=" + prefix, envSeed + "=" + fmt.Sprint(seed), envStopFile + "=" + stopFile}
+	worker := func(id int) *proc {
+		return spawn(t, fmt.Sprint("worker ", id), append(common, envRole+"=worker", envWorker+"="+fmt.Sprint(id),
+			envShards+"="+list(initial), envLog+"="+filepath.Join(dir, fmt.Sprintf("w%d.log", id)))...)
+	}
+	driver := func(role string) *proc {
+		return spawn(t, role, append(common, envRole+"="+role, envShards+"="+list(target))...)
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{endpoint}, DialTimeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	store, err := etcdstore.New(cli, prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	step := func() fleet.State {
+		st, _, err := store.Load(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	waitFor := func(what string, ok func(fleet.State) bool) {
+		t.Helper()
+		deadline := time.Now().Add(90 * time.Second)
+		for !ok(step()) {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s; state %+v", what, step())
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	rng := rand.New(rand.NewPCG(seed, 99))
+	workers := map[int]*proc{1: worker(1), 2: worker(2), 3: worker(3)}
+	waitFor("the first state", func(st fleet.State) bool { return st.Epoch > 0 })
+	time.Sleep(time.Second)
+
+	var events []string
+	chaos := func(format string, args ...any) { events = append(events, fmt.Sprintf(format, args...)) }
+	// A worker paused before the change starts, past every timeout and the
+	// fence, with commands in flight: it resumes in the middle of the
+	// migration, two steps behind.
+	paused := 1 + rng.IntN(3)
+	_ = workers[paused].cmd.Process.Signal(syscall.SIGSTOP)
+	chaos("SIGSTOP worker %d at step %s", paused, step().Step)
+	d := driver("driver")
+	waitFor("Moving", func(st fleet.State) bool { return st.Step == fleet.Moving })
+	time.Sleep(time.Duration(200+rng.IntN(400)) * time.Millisecond)
+	// The driver killed mid-migration.
+	_ = d.cmd.Process.Kill()
+	<-d.done
+	chaos("SIGKILL driver at step %s", step().Step)
+	// A worker killed, and a new one started mid-change.
+	killed := 1 + (paused % 3)
+	_ = workers[killed].cmd.Process.Kill()
+	chaos("SIGKILL worker %d", killed)
+	workers[4] = worker(4)
+	chaos("start worker 4 at step %s", step().Step)
+	time.Sleep(time.Duration(500+rng.IntN(1000)) * time.Millisecond)
+	_ = workers[paused].cmd.Process.Signal(syscall.SIGCONT)
+	chaos("SIGCONT worker %d", paused)
+	// Another process resumes the change; the new shard's server hangs
+	// while it migrates; a driver that fails is started again, as an
+	// operator would.
+	var hung sync.WaitGroup
+	hung.Go(func() {
+		time.Sleep(time.Duration(300+rng.IntN(500)) * time.Millisecond)
+		_ = servers[3].cmd.Process.Signal(syscall.SIGSTOP)
+		time.Sleep(1500 * time.Millisecond)
+		_ = servers[3].cmd.Process.Signal(syscall.SIGCONT)
+	})
+	chaos("SIGSTOP the new shard's server for 1.5 s during the resumed migration")
+	for attempt := 0; step().Step != fleet.Stable; attempt++ {
+		if attempt == 20 {
+			t.Fatalf("the change did not end after %d resumes: state %+v", attempt, step())
+		}
+		r := driver("resume")
+		if err := <-r.done; err != nil {
+			chaos("resume %d failed (%v); started again", attempt+1, err)
+			t.Logf("resume %d: %v\n%s", attempt+1, err, tail(r.out.String(), 1500))
+		}
+	}
+	hung.Wait()
+	final := step()
+	if !slices.Equal(final.Shards, target) {
+		t.Fatalf("final state %+v, want Stable over the target", final)
+	}
+	time.Sleep(time.Second)
+	if err := os.WriteFile(stopFile, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for id, w := range workers {
+		if id == killed {
+			continue
+		}
+		if err := <-w.done; err != nil {
+			t.Errorf("worker %d: %v\n%s", id, err, tail(w.out.String(), 3000))
+		}
+	}
+	t.Logf("seed %d: chaos events: %s", seed, strings.Join(events, "; "))
+	check(t, dir, servers, target)
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return "..." + s[len(s)-n:]
+	}
+	return s
+}
+
+// check reads the workers' logs and the servers, and checks them against
+// the model of a linearizable register per key with one writer.
+func check(t *testing.T, dir string, servers []*redisServer, target []fleet.Shard) {
+	ops := map[string][]op{} // key -> its writes, in order
+	var reads []op
+	files, _ := filepath.Glob(filepath.Join(dir, "w*.log"))
+	var total, failed int
+	for _, name := range files {
+		f, err := os.Open(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc := bufio.NewScanner(f)
+		open := map[string]int{} // key -> index in ops of its write logged without an end
+		for sc.Scan() {
+			var o op
+			if json.Unmarshal(sc.Bytes(), &o) != nil {
+				continue // a line cut by SIGKILL
+			}
+			switch {
+			case o.Op == "get":
+				total++
+				if o.OK {
+					reads = append(reads, o)
+				} else {
+					failed++
+				}
+			case o.End == 0:
+				open[o.Key] = len(ops[o.Key])
+				ops[o.Key] = append(ops[o.Key], o)
+			default:
+				total++
+				if !o.OK {
+					failed++
+				}
+				ops[o.Key][open[o.Key]] = o
+			}
+		}
+		f.Close()
+	}
+	// The servers' content, read without the client: every key on the
+	// server that owns it under the target, nothing else.
+	nodes := make([]ring.Node, len(target))
+	for i, sh := range target {
+		nodes[i] = ring.Node{Name: sh.Name, Addr: sh.Addr}
+	}
+	r, err := ring.New(nodes, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	final := map[string]string{}
+	stray := 0
+	for _, s := range servers {
+		c := goredis.NewClient(&goredis.Options{Addr: s.addr})
+		keys, err := c.Keys(context.Background(), "*").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range keys {
+			if strings.HasPrefix(k, "__shardedcache:") {
+				continue
+			}
+			if target[r.Locate(k)].Addr != s.addr {
+				stray++
+				t.Errorf("stray copy: %s on %s, owned by %s", k, s.addr, target[r.Locate(k)].Name)
+				continue
+			}
+			final[k], _ = c.Get(context.Background(), k).Result()
+		}
+		if n, _ := c.HLen(context.Background(), "__shardedcache:moving").Result(); n != 0 {
+			t.Errorf("%d move marks left on %s", n, s.addr)
+		}
+		c.Close()
+	}
+	// value of a write: its value, or nil for a delete.
+	value := func(o op) *string {
+		if o.Op == "del" {
+			return nil
+		}
+		return o.Val
+	}
+	same := func(a, b *string) bool { return a == nil && b == nil || a != nil && b != nil && *a == *b }
+	// allowed returns the values key may hold for a read over [start, end]:
+	// the last write acknowledged before start, and every write after it
+	// that started before end (acknowledged or not).
+	allowed := func(key string, start, end int64) []*string {
+		ws := ops[key]
+		last := -1
+		for i, w := range ws {
+			if w.OK && w.End > 0 && w.End < start {
+				last = i
+			}
+		}
+		var out []*string
+		if last < 0 {
+			out = append(out, nil)
+		} else {
+			out = append(out, value(ws[last]))
+		}
+		for _, w := range ws[last+1:] {
+			if w.Start < end {
+				out = append(out, value(w))
+			}
+		}
+		return out
+	}
+	stale := 0
+	for _, rd := range reads {
+		if !slices.ContainsFunc(allowed(rd.Key, rd.Start, rd.End), func(v *string) bool { return same(v, rd.Val) }) {
+			stale++
+			if stale <= 10 {
+				t.Errorf("stale read of %s: got %v at [%d, %d]; allowed %v", rd.Key, deref(rd.Val), rd.Start, rd.End, derefs(allowed(rd.Key, rd.Start, rd.End)))
+			}
+		}
+	}
+	lost := 0
+	for key := range ops {
+		var got *string
+		if v, ok := final[key]; ok {
+			got = &v
+		}
+		if !slices.ContainsFunc(allowed(key, time.Now().UnixNano(), time.Now().UnixNano()), func(v *string) bool { return same(v, got) }) {
+			lost++
+			if lost <= 10 {
+				t.Errorf("key %s ends as %v; allowed %v", key, deref(got), derefs(allowed(key, time.Now().UnixNano(), time.Now().UnixNano())))
+			}
+		}
+	}
+	t.Logf("%d operations (%d failed or unknown), %d reads checked, %d keys: %d lost or resurrected, %d stale reads, %d stray copies",
+		total, failed, len(reads), len(ops), lost, stale, stray)
+	if total == 0 || len(reads) == 0 {
+		t.Error("no operations logged")
+	}
+}
+
+func deref(v *string) string {
+	if v == nil {
+		return "<none>"
+	}
+	return *v
+}
+
+func derefs(vs []*string) []string {
+	out := make([]string, len(vs))
+	for i, v := range vs {
+		out[i] = deref(v)
+	}
+	return out
+}

@@ -1,0 +1,139 @@
+package fleet
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Step is where a fleet stands in a resharding (see the package
+// documentation for what each step sends where).
+type Step string
+
+// The steps of a resharding, in order. A fleet outside a resharding is
+// Stable; a resharding goes Stable(L) -> Preparing(L->T) -> Moving(L->T)
+// -> Stable(T), one epoch each.
+const (
+	// Stable: every key is on its owner under Shards.
+	Stable Step = "stable"
+	// Preparing: the driver removes stale copies from the shards that gain
+	// keys, then fences the sources; processes still route by Shards.
+	Preparing Step = "preparing"
+	// Moving: processes route by Target; a key whose owner changed is
+	// moved off its old owner before its first command, and the
+	// migration moves the rest.
+	Moving Step = "moving"
+)
+
+// Shard is one shard of the fleet's list as the coordination store holds
+// it: what places keys (Name, Weight) and what a process connects to (Addr,
+// DB). Credentials and client options are never stored: each process has
+// them in code.
+type Shard struct {
+	Name   string `json:"name"`
+	Addr   string `json:"addr"`
+	DB     int    `json:"db,omitempty"`
+	Weight int    `json:"weight,omitempty"` // 0 means 1
+}
+
+// State is the fleet's one record in the coordination store: the shard
+// list in force and, during a resharding, the list it moves to.
+type State struct {
+	// Epoch is raised by one at every step (Stable 1 is the first). A
+	// process names its connections with the epoch of the state it
+	// applied, and a fenced server refuses connections of older epochs.
+	Epoch uint64 `json:"epoch"`
+	Step  Step   `json:"step"`
+	// Change identifies the resharding in progress (random, 16 hex
+	// digits); empty when Stable.
+	Change string `json:"change,omitempty"`
+	// Shards is the list in force: the one keys are on when Stable, the
+	// one they leave while Preparing or Moving.
+	Shards []Shard `json:"shards"`
+	// Target is the list the resharding moves to; nil when Stable.
+	Target []Shard `json:"target,omitempty"`
+}
+
+// MovingEpoch is the epoch of the Moving step of st's resharding, the epoch
+// its sources are fenced at: connections named with an older epoch are
+// refused there. It is meaningful while Preparing or Moving.
+func (st State) MovingEpoch() uint64 {
+	if st.Step == Preparing {
+		return st.Epoch + 1
+	}
+	return st.Epoch
+}
+
+// ErrInvalidState is matched (errors.Is) by the error of State.Validate.
+var ErrInvalidState = errors.New("fleet: invalid state")
+
+// Validate checks that st is a state a store may hold: a known step, a
+// non-empty Shards list (and Target outside Stable) of named shards with
+// an address, weights >= 0, no name twice; a Change exactly outside
+// Stable. The error matches ErrInvalidState and names the bad value.
+func (st State) Validate() error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %s", ErrInvalidState, fmt.Sprintf(format, args...))
+	}
+	switch st.Step {
+	case Stable:
+		if st.Change != "" || st.Target != nil {
+			return bad("a stable state has no change (%q) and no target (%d shards)", st.Change, len(st.Target))
+		}
+	case Preparing, Moving:
+		if st.Change == "" {
+			return bad("step %q without a change ID", st.Step)
+		}
+		if err := checkList("target", st.Target); err != nil {
+			return bad("%v", err)
+		}
+	default:
+		return bad("unknown step %q", st.Step)
+	}
+	if st.Epoch == 0 {
+		return bad("epoch 0 (the first state is epoch 1)")
+	}
+	if err := checkList("shards", st.Shards); err != nil {
+		return bad("%v", err)
+	}
+	return nil
+}
+
+func checkList(field string, shards []Shard) error {
+	if len(shards) == 0 {
+		return fmt.Errorf("%s: empty shard list", field)
+	}
+	for i, sh := range shards {
+		switch {
+		case strings.TrimSpace(sh.Name) == "":
+			return fmt.Errorf("%s[%d]: empty name", field, i)
+		case strings.TrimSpace(sh.Addr) == "":
+			return fmt.Errorf("%s[%d] (%q): empty address", field, i, sh.Name)
+		case sh.Weight < 0:
+			return fmt.Errorf("%s[%d] (%q): weight %d < 0", field, i, sh.Name, sh.Weight)
+		case sh.DB < 0:
+			return fmt.Errorf("%s[%d] (%q): DB %d < 0", field, i, sh.Name, sh.DB)
+		}
+		if j := slices.IndexFunc(shards[:i], func(o Shard) bool { return o.Name == sh.Name }); j >= 0 {
+			return fmt.Errorf("%s[%d] and [%d]: duplicate name %q", field, j, i, sh.Name)
+		}
+	}
+	return nil
+}
+
+// next returns the state after st for a resharding to target (from
+// Stable), or the next step of the one in progress; change is the new
+// resharding's ID (used from Stable only).
+func (st State) next(target []Shard, change string) State {
+	n := State{Epoch: st.Epoch + 1, Shards: st.Shards}
+	switch st.Step {
+	case Stable:
+		n.Step, n.Change, n.Target = Preparing, change, slices.Clone(target)
+	case Preparing:
+		n.Step, n.Change, n.Target = Moving, st.Change, st.Target
+	case Moving:
+		n.Step, n.Shards = Stable, st.Target
+	}
+	return n
+}

@@ -1,0 +1,614 @@
+package redis
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/shardedcache/shardedcache/fleet"
+	"github.com/shardedcache/shardedcache/ring"
+)
+
+// fleetState is a client's part in a fleet (JoinFleet): the state it
+// applied, and the connection name of each shard's client.
+type fleetState struct {
+	on     atomic.Bool
+	member string // random, names this process's connections
+	// epoch is the epoch of the applied state, read by commands that a
+	// fence refused (see process): a newer one means a new view.
+	epoch atomic.Uint64
+	// moves is the moving-key state of the Moving step applied, nil
+	// otherwise.
+	moves atomic.Pointer[fleetMoves]
+
+	// changed is closed, and replaced, at every applied state (await).
+	changed atomic.Pointer[chan struct{}]
+
+	mu      sync.Mutex // serializes Apply
+	applied fleet.State
+	labels  map[string]string // shard (name@addr/db) -> its client's connection name
+}
+
+// connPrefix starts the connection names of fleet clients:
+// "shardedcache-fleet:<epoch>:<member>".
+const connPrefix = "shardedcache-fleet:"
+
+// ErrFenced is matched (errors.Is) by a *FencedError.
+var ErrFenced = errors.New("shardedcache: fenced: a resharding of the fleet has moved past this process's state")
+
+// FencedError is a command's error when a server refused this process's
+// connection: a resharding of the fleet fenced the server at Fence, and
+// this process has not applied that step yet (see package fleet). The
+// command was not sent. A command of the sharded client that gets it waits
+// for the process to apply the new state (at most FleetWait, within its
+// context) and runs again on the new shard list; the error reaches the
+// caller only when that wait ends first. It is the caller's, not the
+// shard's: no failure is counted and no shard is ejected.
+type FencedError struct {
+	Epoch uint64 // the connection's epoch
+	Fence uint64 // the oldest epoch the server accepts
+}
+
+func (e *FencedError) Error() string {
+	return fmt.Sprintf("shardedcache: fenced: this connection's epoch %d is older than the server's fence %d (the fleet's resharding moved on; this process has not applied the new state)", e.Epoch, e.Fence)
+}
+
+// Is makes errors.Is(err, ErrFenced) true.
+func (e *FencedError) Is(target error) bool { return target == ErrFenced }
+
+// FleetWait bounds how long a command refused by a fence waits for this
+// process to apply the fleet's new state before it returns the
+// *FencedError (its context may end it sooner): 5 s.
+const FleetWait = 5 * time.Second
+
+// fenceCheckScript refuses, with "FENCED <fence>", a connection whose
+// epoch ARGV[1] is older than the server's fence (KEYS[1] "epoch").
+const fenceCheckScript = `
+local f = tonumber(redis.call('HGET', KEYS[1], 'epoch') or '0')
+if tonumber(ARGV[1]) < f then return redis.error_reply('FENCED ' .. f) end
+return 1`
+
+// fenceCheck is the OnConnect of a fleet client whose connections carry
+// epoch: after go-redis set the connection's name (HELLO SETNAME), it asks
+// the server whether it accepts that epoch, then runs the user's
+// OnConnect, if any. The order matters (see Fence): a connection the check
+// passes was named before, so a later fence sees it and closes it.
+func fenceCheck(epoch uint64, next func(context.Context, *goredis.Conn) error) func(context.Context, *goredis.Conn) error {
+	return func(ctx context.Context, cn *goredis.Conn) error {
+		err := cn.Eval(ctx, fenceCheckScript, []string{fenceKey}, epoch).Err()
+		if err != nil {
+			if f, ok := strings.CutPrefix(err.Error(), "FENCED "); ok {
+				fence, _ := strconv.ParseUint(f, 10, 64)
+				return &FencedError{Epoch: epoch, Fence: fence}
+			}
+			return err
+		}
+		if next != nil {
+			return next(ctx, cn)
+		}
+		return nil
+	}
+}
+
+// connEpoch returns the epoch of a fleet connection name, and whether name
+// is one.
+func connEpoch(name string) (uint64, bool) {
+	rest, ok := strings.CutPrefix(name, connPrefix)
+	if !ok {
+		return 0, false
+	}
+	e, _, _ := strings.Cut(rest, ":")
+	n, err := strconv.ParseUint(e, 10, 64)
+	return n, err == nil
+}
+
+// JoinFleet makes c a member of the fleet whose state store holds: it
+// reads the fleet's shard list (storing c's own list first, as the
+// fleet's, when the store is empty and opt.Initial is nil), switches c to
+// it, and keeps c on every later state until the returned Member is
+// closed. Every process that shares the shards joins the same store; a
+// resharding is then driven by one of them (fleet.Reshard with
+// c.FleetBackend, or the command-line tool), and every member follows
+// it with no lost write (see package fleet for the protocol and its
+// guarantees).
+//
+// A fleet's shards are plain servers (Addr and DB; not Sentinel or Redis
+// Cluster shards), placed by c's preset; their go-redis options are c's
+// shared options (ShardedOptions.Options), since the store holds no
+// credentials. A member names its connections "shardedcache-fleet:<epoch>:
+// <member>" (ClientName is overridden) and checks, when one is set up,
+// that the server accepts its epoch: one EVAL per new connection, nothing
+// per command. It returns the store's error, an error naming a shard c
+// cannot place in a fleet, or the failure to apply the first state.
+func (c *ShardedClient) JoinFleet(ctx context.Context, store fleet.Store, opt fleet.MemberOptions) (*fleet.Member, error) {
+	if err := c.errIfClosed(); err != nil {
+		return nil, err
+	}
+	if opt.Initial == nil {
+		list, err := c.fleetList()
+		if err != nil {
+			return nil, err
+		}
+		opt.Initial = list
+	}
+	return fleet.Join(ctx, store, c.FleetBackend(MigrateOptions{}), opt)
+}
+
+// FleetBackend returns c as a fleet.Backend: for fleet.Reshard and
+// fleet.Resume, which drive a resharding of the fleet from this process.
+// Its migration (Backend.Migrate) runs with opt's BatchSize, Parallelism,
+// InFlight and KeysPerSecond; the other fields are set by the fleet
+// (ServerSide is refused: see NewMigration).
+func (c *ShardedClient) FleetBackend(opt MigrateOptions) fleet.Backend {
+	c.enableFleet()
+	opt.Resume, opt.KeepWindow = nil, true
+	return fleetBackend{c, opt}
+}
+
+func (c *ShardedClient) enableFleet() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.fleet.on.Load() {
+		return
+	}
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	c.fleet.member = hex.EncodeToString(b[:])
+	c.build.fence = true
+	c.fleet.on.Store(true)
+}
+
+// fleetList returns c's shard list as a fleet's, or an error naming a
+// shard that a fleet cannot hold (a Sentinel or Redis Cluster shard).
+func (c *ShardedClient) fleetList() ([]fleet.Shard, error) {
+	var out []fleet.Shard
+	for i, sh := range c.shards.AllShards() {
+		o := sh.Client.Options()
+		if strings.HasPrefix(sh.Addr, "sentinel:") || strings.HasPrefix(sh.Addr, "cluster:") || o.Network == "unix" {
+			return nil, fmt.Errorf("shardedcache: shard %d (%q, %s): a fleet's shards are servers reached by host:port", i, sh.Name, sh.Addr)
+		}
+		out = append(out, fleet.Shard{Name: sh.Name, Addr: o.Addr, DB: o.DB, Weight: sh.Weight})
+	}
+	return out, nil
+}
+
+// fleetBackend is a ShardedClient as a fleet.Backend.
+type fleetBackend struct {
+	c   *ShardedClient
+	opt MigrateOptions // of Migrate
+}
+
+// shardKey identifies sh across lists, for its connection name.
+func shardKey(sh fleet.Shard) string { return sh.Name + "@" + sh.Addr + dbSuffix(sh.DB) }
+
+// Apply implements fleet.Backend: it switches the client to st's shard
+// list (Stable, Preparing) or opens the resharding window to st.Target
+// (Moving), giving the clients of the sources new connections named with
+// st's epoch. A state that does not follow the applied one step by step
+// (a process that joins mid-change or was cut off) renames every shard's
+// connections with st's epoch. An epoch not newer than the applied one
+// does nothing.
+func (b fleetBackend) Apply(ctx context.Context, st fleet.State) error {
+	c := b.c
+	if err := st.Validate(); err != nil {
+		return err
+	}
+	f := &c.fleet
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	prev := f.applied
+	if st.Epoch <= prev.Epoch {
+		return nil
+	}
+	next := prev.Epoch+1 == st.Epoch
+	windowOpen := c.shards.Window() != nil
+	all := func(fleet.Shard) bool { return true }
+	var err error
+	switch st.Step {
+	case fleet.Stable:
+		if windowOpen && next && prev.Step == fleet.Moving {
+			err = c.shards.EndMove(true) // the driver migrated every key
+			break
+		}
+		err = c.fleetSwitch(st, st.Shards, all, windowOpen, false)
+	case fleet.Preparing:
+		if next && !windowOpen && prev.Step == fleet.Stable && slices.Equal(prev.Shards, st.Shards) {
+			break // routing stays
+		}
+		err = c.fleetSwitch(st, st.Shards, all, windowOpen, false)
+	case fleet.Moving:
+		// First the sources get clients of st's epoch (every shard does
+		// after missed steps), then the window opens with them.
+		relabel := all
+		if next && prev.Step == fleet.Preparing && prev.Change == st.Change && !windowOpen {
+			var sources map[string]bool
+			if sources, err = c.fleetSources(st); err != nil {
+				break
+			}
+			relabel = func(sh fleet.Shard) bool { return sources[shardKey(sh)] }
+		}
+		if err = c.fleetSwitch(st, st.Shards, relabel, windowOpen, false); err != nil {
+			break
+		}
+		err = c.fleetSwitch(st, st.Target, func(fleet.Shard) bool { return false }, false, true)
+	}
+	if err != nil {
+		return err
+	}
+	f.applied = st
+	f.epoch.Store(st.Epoch)
+	ch := make(chan struct{})
+	if old := f.changed.Swap(&ch); old != nil {
+		close(*old)
+	}
+	return nil
+}
+
+// await waits, at most FleetWait and within ctx, until a state newer than
+// epoch is applied; it reports whether one was. Outside a fleet it
+// returns false at once.
+func (f *fleetState) await(ctx context.Context, epoch uint64) bool {
+	if !f.on.Load() {
+		return false
+	}
+	timer := time.NewTimer(FleetWait)
+	defer timer.Stop()
+	for {
+		ch := make(chan struct{})
+		f.changed.CompareAndSwap(nil, &ch)
+		wait := *f.changed.Load()
+		if f.epoch.Load() > epoch {
+			return true
+		}
+		select {
+		case <-wait:
+		case <-timer.C:
+			return false
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+// fleetSwitch switches c to list, with SetShards, or with begin by
+// opening a resharding window (BeginMove, without removing stale copies:
+// the driver did, once, for the whole fleet). A shard for which relabel
+// is true, or that has no client yet, gets a client whose connections are
+// named with st's epoch; the others keep theirs. endWindow first ends an
+// open window.
+func (c *ShardedClient) fleetSwitch(st fleet.State, list []fleet.Shard, relabel func(fleet.Shard) bool, endWindow, begin bool) error {
+	f := &c.fleet
+	name := connPrefix + strconv.FormatUint(st.Epoch, 10) + ":" + f.member
+	labels := make(map[string]string, len(list))
+	opts := make([]ShardOptions, len(list))
+	for i, sh := range list {
+		label, kept := f.labels[shardKey(sh)]
+		if !kept || relabel(sh) {
+			label = name
+		}
+		labels[shardKey(sh)] = label
+		opts[i] = ShardOptions{Name: sh.Name, Addr: sh.Addr, Weight: sh.Weight, Options: &goredis.Options{DB: sh.DB, ClientName: label}}
+	}
+	if endWindow {
+		if err := c.shards.EndMove(true); err != nil {
+			return err
+		}
+	}
+	var err error
+	if begin {
+		err = c.switchShards(opts, c.beginWindow(st.Change, true, nil))
+	} else {
+		err = c.SetShards(opts)
+	}
+	if err != nil {
+		return err
+	}
+	// The shards that a window keeps (those leaving) keep their labels.
+	for k, v := range f.labels {
+		if _, ok := labels[k]; !ok && begin {
+			labels[k] = v
+		}
+	}
+	f.labels = labels
+	return nil
+}
+
+// fleetRings returns the rings of st's two lists (Target's nil while
+// Stable), placed by c's preset, their nodes' addresses with the DB.
+func (c *ShardedClient) fleetRings(st fleet.State) (from, to *ring.Ring, err error) {
+	build := func(list []fleet.Shard) (*ring.Ring, error) {
+		nodes := make([]ring.Node, len(list))
+		for i, sh := range list {
+			nodes[i] = ring.Node{Name: sh.Name, Weight: sh.Weight, Addr: sh.Addr + dbSuffix(sh.DB)}
+		}
+		return ring.New(nodes, c.shards.Preset())
+	}
+	if from, err = build(st.Shards); err != nil || st.Target == nil {
+		return from, nil, err
+	}
+	to, err = build(st.Target)
+	return from, to, err
+}
+
+// fleetSources returns the shards of st.Shards that lose keys to
+// st.Target, by shardKey.
+func (c *ShardedClient) fleetSources(st fleet.State) (map[string]bool, error) {
+	from, to, err := c.fleetRings(st)
+	if err != nil {
+		return nil, err
+	}
+	diff, err := ring.Compare(from, to)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]bool{}
+	for _, m := range diff.Moves {
+		out[shardKey(st.Shards[m.From])] = true
+	}
+	return out, nil
+}
+
+// adminClient returns a client of sh with c's shared options, outside the
+// fleet: its connections carry no epoch, so no fence closes or refuses
+// them (the driver's own fence and removal of stale copies use it).
+func (c *ShardedClient) adminClient(sh fleet.Shard) *goredis.Client {
+	var o goredis.Options
+	if c.build.shared != nil {
+		o = *c.build.shared
+	}
+	o.Addr, o.DB, o.ClientName, o.OnConnect = sh.Addr, sh.DB, "", nil
+	retryDefaults(&o)
+	maintDefault(&o)
+	return goredis.NewClient(&o)
+}
+
+// onAdmin runs fn on an admin client of each shard of list, in order, and
+// closes them; the first error, naming the shard, stops it.
+func (c *ShardedClient) onAdmin(list []fleet.Shard, fn func(fleet.Shard, *goredis.Client) error) error {
+	for _, sh := range list {
+		client := c.adminClient(sh)
+		err := fn(sh, client)
+		_ = client.Close()
+		if err != nil {
+			return fmt.Errorf("shard %q (%s): %w", sh.Name, sh.Addr+dbSuffix(sh.DB), err)
+		}
+	}
+	return nil
+}
+
+// dropStaleScript unlinks KEYS[2..] unless the server is marked moved for
+// resharding ARGV[1] (KEYS[1] is the fence): then it does nothing and
+// returns -1.
+const dropStaleScript = `
+if redis.call('HGET', KEYS[1], 'moved') == ARGV[1] then return -1 end
+local n = 0
+for i = 2, #KEYS do n = n + redis.call('UNLINK', KEYS[i]) end
+return n`
+
+// DropStale implements fleet.Backend: it scans every shard of st.Target
+// and unlinks the keys that the shard gains in the resharding and did
+// not hold as their owner before (owners compared by server and DB), in
+// batches that the server refuses once Fence marked it moved.
+func (b fleetBackend) DropStale(ctx context.Context, st fleet.State) error {
+	c := b.c
+	from, to, err := c.fleetRings(st)
+	if err != nil {
+		return err
+	}
+	server := func(list []fleet.Shard, i int) string { return list[i].Addr + dbSuffix(list[i].DB) }
+	return c.onAdmin(st.Target, func(sh fleet.Shard, client *goredis.Client) error {
+		me := sh.Addr + dbSuffix(sh.DB)
+		return scanAll(ctx, client, func(keys []string) error {
+			stale := []string{fenceKey}
+			for _, k := range keys {
+				if !isInternal(k) && server(st.Target, to.Locate(k)) == me && server(st.Shards, from.Locate(k)) != me {
+					stale = append(stale, k)
+				}
+			}
+			if len(stale) == 1 {
+				return nil
+			}
+			n, err := client.Eval(ctx, dropStaleScript, stale, st.Change).Int()
+			if err == nil && n < 0 {
+				err = errors.New("the server is already marked moved for this resharding: removing stale copies now would remove moved keys")
+			}
+			return err
+		})
+	})
+}
+
+// scanAll calls fn with every page of a SCAN of client's DB.
+func scanAll(ctx context.Context, client *goredis.Client, fn func([]string) error) error {
+	for cursor, first := uint64(0), true; first || cursor != 0; first = false {
+		keys, next, err := client.Scan(ctx, cursor, "", 1000).Result()
+		if err != nil {
+			return err
+		}
+		if err := fn(keys); err != nil {
+			return err
+		}
+		cursor = next
+	}
+	return nil
+}
+
+// raiseFenceScript raises the fence epoch (KEYS[1] "epoch") to ARGV[1],
+// never lowers it.
+const raiseFenceScript = `
+local f = tonumber(redis.call('HGET', KEYS[1], 'epoch') or '0')
+if f < tonumber(ARGV[1]) then redis.call('HSET', KEYS[1], 'epoch', ARGV[1]) end
+return 1`
+
+// Fence implements fleet.Backend: on each source (a shard of st.Shards
+// that loses keys), in this order, it raises the fence of its DB to
+// st.MovingEpoch(), closes the fleet's connections to that DB named with
+// an older epoch (CLIENT LIST, CLIENT KILL ID), and marks the DB moved for
+// st.Change; it marks every other shard of both lists moved.
+func (b fleetBackend) Fence(ctx context.Context, st fleet.State) error {
+	c := b.c
+	sources, err := c.fleetSources(st)
+	if err != nil {
+		return err
+	}
+	m := st.MovingEpoch()
+	var all []fleet.Shard // every server and DB of both lists, once
+	for _, sh := range append(slices.Clone(st.Shards), st.Target...) {
+		if !slices.ContainsFunc(all, func(o fleet.Shard) bool { return o.Addr == sh.Addr && o.DB == sh.DB }) {
+			all = append(all, sh)
+		}
+	}
+	return c.onAdmin(all, func(sh fleet.Shard, client *goredis.Client) error {
+		if slices.ContainsFunc(st.Shards, func(o fleet.Shard) bool { return sources[shardKey(o)] && o.Addr == sh.Addr && o.DB == sh.DB }) {
+			if err := client.Eval(ctx, raiseFenceScript, []string{fenceKey}, m).Err(); err != nil {
+				return fmt.Errorf("raising the fence: %w", err)
+			}
+			if err := killOlder(ctx, client, sh.DB, m); err != nil {
+				return err
+			}
+		}
+		if err := client.HSet(ctx, fenceKey, "moved", st.Change).Err(); err != nil {
+			return fmt.Errorf("marking the server moved: %w", err)
+		}
+		return nil
+	})
+}
+
+// killOlder closes the fleet's connections to DB db of client's server
+// that are named with an epoch older than m.
+func killOlder(ctx context.Context, client *goredis.Client, db int, m uint64) error {
+	list, err := client.ClientList(ctx).Result()
+	if err != nil {
+		return fmt.Errorf("listing connections: %w", err)
+	}
+	pipe := client.Pipeline()
+	for _, line := range strings.Split(list, "\n") {
+		f := map[string]string{}
+		for _, field := range strings.Fields(line) {
+			if k, v, ok := strings.Cut(field, "="); ok {
+				f[k] = v
+			}
+		}
+		if e, ok := connEpoch(f["name"]); ok && e < m && f["db"] == strconv.Itoa(db) {
+			pipe.ClientKillByFilter(ctx, "ID", f["id"])
+		}
+	}
+	if pipe.Len() == 0 {
+		return nil
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !isReplyError(err) { // a connection that closed meanwhile: "No such client"
+		return fmt.Errorf("closing fenced connections: %w", err)
+	}
+	return nil
+}
+
+// Migrate implements fleet.Backend: it runs a Migration of the window
+// that Apply opened for st (Run, KeepWindow) with the fleet's move, then
+// settles every move still marked on a source, until none is. Progress is
+// reported every 500 ms and at the end.
+func (b fleetBackend) Migrate(ctx context.Context, st fleet.State, progress func(fleet.Progress)) error {
+	c := b.c
+	if mv := c.fleet.moves.Load(); mv == nil || mv.change != st.Change || c.shards.Window() == nil {
+		return fmt.Errorf("%w: Migrate of resharding %s before Apply of its Moving step", errNotFleet, st.Change)
+	}
+	m, err := c.NewMigration(b.opt)
+	if err != nil {
+		return err
+	}
+	report := func() {
+		if progress == nil {
+			return
+		}
+		var p fleet.Progress
+		for _, sp := range m.Progress() {
+			p.Sources++
+			p.Scanned += sp.Scanned
+			p.Moved += sp.Moved
+			if sp.Done {
+				p.Done++
+			}
+		}
+		progress(p)
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		t := time.NewTicker(500 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+				report()
+			case <-stop:
+				return
+			}
+		}
+	})
+	err = m.Run(ctx)
+	close(stop)
+	wg.Wait()
+	report()
+	if err != nil {
+		return err
+	}
+	if err := c.settleMarks(ctx); err != nil {
+		return err
+	}
+	v := c.shards.Acquire()
+	defer v.Release()
+	return cleanUp(ctx, v)
+}
+
+// settleMarks moves (settling their marks) the keys still marked on the
+// sources of the window, until no source holds a mark.
+func (c *ShardedClient) settleMarks(ctx context.Context) error {
+	for attempt := 0; ; attempt++ {
+		v := c.shards.Acquire()
+		prev := v.Previous()
+		if prev == nil {
+			v.Release()
+			return ErrNoResharding
+		}
+		var marked []string
+		var err error
+		for i := range prev.Len() {
+			keys, e := v.Client(v.PreviousIndex(i)).HKeys(ctx, marksKey).Result()
+			if e != nil {
+				err = v.Err(v.PreviousIndex(i), fmt.Errorf("listing move marks: %w", e))
+				break
+			}
+			marked = append(marked, keys...)
+		}
+		if err == nil && len(marked) > 0 {
+			err = c.moveNow(ctx, v, marked)
+		}
+		v.Release()
+		switch {
+		case err != nil:
+			return err
+		case len(marked) == 0:
+			return nil
+		}
+		if err := sleepCtx(ctx, backoff(attempt)); err != nil {
+			return err
+		}
+	}
+}
+
+// moveNow moves keys on v (with their locks, as a command would).
+func (c *ShardedClient) moveNow(ctx context.Context, v *view, keys []string) error {
+	var r keyShards
+	for _, k := range keys {
+		v.Track(&r.pending, k)
+	}
+	return v.Prepare(ctx, &r.pending, nil)
+}

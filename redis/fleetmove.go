@@ -1,0 +1,511 @@
+package redis
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/shardedcache/shardedcache/ring"
+	"github.com/shardedcache/shardedcache/shardedclient"
+)
+
+// The server-side steps of a fleet move (see package fleet, "Where the
+// truth is"). Each is one script, atomic on its server. Internal keys
+// start with internalPrefix: the migration, KEYS, SCAN and the removal of
+// stale copies leave them alone.
+const (
+	internalPrefix = "__shardedcache:"
+	// fenceKey is a hash: "epoch", the oldest connection epoch the server
+	// accepts; "moved", the resharding whose moves have begun here.
+	fenceKey = internalPrefix + "fence"
+	// marksKey is a hash on a source: moving key -> the token of its move.
+	marksKey = internalPrefix + "moving"
+	// restoredKey and revokedKey are hashes on a destination: token -> 1.
+	restoredKey = internalPrefix + "restored"
+	revokedKey  = internalPrefix + "revoked"
+)
+
+// isInternal reports whether key is one of the fleet's own keys.
+func isInternal(key string) bool { return strings.HasPrefix(key, internalPrefix) }
+
+// markScript, on a source: for each key, {"busy", token} when a move
+// marks it, {"gone"} when the source does not hold it, else it marks the
+// key with ARGV[1] and returns {"dump", DUMP, PEXPIRETIME}. In a fleet
+// (ARGV[2] not empty) it refuses (NOTMOVED) on a server that the fence has
+// not marked moved for the resharding ARGV[2]: no key leaves a source
+// before every source is fenced. One process alone is the whole fleet: it
+// has no other process to fence, and passes "".
+const markScript = `
+if ARGV[2] ~= '' and redis.call('HGET', '` + fenceKey + `', 'moved') ~= ARGV[2] then
+  return redis.error_reply('NOTMOVED this server is not fenced for resharding ' .. ARGV[2])
+end
+local out = {}
+for i, k in ipairs(KEYS) do
+  local m = redis.call('HGET', '` + marksKey + `', k)
+  if m then
+    out[i] = {'busy', m}
+  elseif redis.call('EXISTS', k) == 0 then
+    out[i] = {'gone'}
+  else
+    redis.call('HSET', '` + marksKey + `', k, ARGV[1])
+    out[i] = {'dump', redis.call('DUMP', k), redis.call('PEXPIRETIME', k)}
+  end
+end
+return out`
+
+// restoreScript, on a destination: unless token ARGV[1] was revoked, it
+// restores each key from ARGV[2i] with the absolute expiry ARGV[2i+1] in
+// Unix ms (-1: none), replacing a stale copy, records the token as
+// restored, and returns "ok"; else "revoked".
+const restoreScript = `
+if redis.call('HEXISTS', '` + revokedKey + `', ARGV[1]) == 1 then return 'revoked' end
+for i, k in ipairs(KEYS) do
+  local at = tonumber(ARGV[2*i+1])
+  if at < 0 then at = 0 end
+  redis.call('RESTORE', k, at, ARGV[2*i], 'ABSTTL', 'REPLACE')
+end
+redis.call('HSET', '` + restoredKey + `', ARGV[1], 1)
+return 'ok'`
+
+// finishScript, on a source: each key still marked with token ARGV[1]
+// is deleted with its mark (its move is done); it returns how many.
+// With ARGV[2] == "abort" it removes the marks only (the key stays).
+const finishScript = `
+local n = 0
+for i, k in ipairs(KEYS) do
+  if redis.call('HGET', '` + marksKey + `', k) == ARGV[1] then
+    redis.call('HDEL', '` + marksKey + `', k)
+    if ARGV[2] ~= 'abort' then redis.call('DEL', k) end
+    n = n + 1
+  end
+end
+return n`
+
+// settleScript, on a destination: "restored" if token ARGV[1] was
+// restored there, else it revokes the token (a RESTORE of it that arrives
+// later does nothing) and returns "revoked".
+const settleScript = `
+if redis.call('HEXISTS', '` + restoredKey + `', ARGV[1]) == 1 then return 'restored' end
+redis.call('HSET', '` + revokedKey + `', ARGV[1], 1)
+return 'revoked'`
+
+// cleanupScript, once no move of a resharding is left unsettled: the
+// restored tokens go. The revoked tokens stay (one field per move whose reply was lost):
+// such a RESTORE may arrive at any time, and only the revocation stops it
+// (no clock bounds it; fleet/model_test.go's control "revoked tokens
+// expire" shows the write it would lose).
+const cleanupScript = `
+redis.call('DEL', '` + restoredKey + `')
+return 1`
+
+// cleanUp runs cleanupScript on every shard of v but Redis Cluster ones
+// (they hold none of it), in parallel.
+func cleanUp(ctx context.Context, v *view) error {
+	cmds := make([]*goredis.Cmd, v.Len())
+	groups := make([][]goredis.Cmder, v.Len())
+	for i := range v.Len() {
+		if clusterClient(v.Client(i)) == nil {
+			cmds[i] = evalCmd(ctx, cleanupScript, nil)
+			groups[i] = []goredis.Cmder{cmds[i]}
+		}
+	}
+	execGroups(ctx, v, groups)
+	for _, cmd := range cmds {
+		if cmd != nil && cmd.Err() != nil {
+			return fmt.Errorf("cleaning up the resharding's state: %w", cmd.Err()) // names the shard (execGroups)
+		}
+	}
+	return nil
+}
+
+// fleetSettleAfter is how old a move's mark must be before a command or
+// the migration that finds it settles the move rather than wait for its
+// mover to end it. Settling early is safe (it revokes, or finishes, the
+// move), only wasteful.
+const fleetSettleAfter = time.Second
+
+// fleetMoves is the state of the fleet moves of one resharding in this
+// process: its ID, and the keys known to have left their source (nothing
+// puts them back, so they need no round trip again).
+type fleetMoves struct {
+	change string
+	// fenced: a fleet's resharding, whose sources are fenced and marked
+	// moved for change (see markScript); false in one process alone.
+	fenced bool
+	// prev is the previous ring of the window the moves belong to (a
+	// window's views share it): a view of another window, or of none,
+	// has no moves (see moveOn).
+	prev *ring.Ring
+	gone sync.Map // key -> struct{}
+	// ended holds the tokens of this process's attempts that ended with
+	// keys failed: a mark of one is no move in progress, so a later move
+	// settles it at once rather than wait fleetSettleAfter.
+	ended sync.Map // token -> struct{}
+}
+
+// newToken returns a move token: the resharding's ID, 8 random hex
+// digits, and the time in Unix ms (how old the mark is, see
+// fleetSettleAfter).
+func (f *fleetMoves) newToken() string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return f.change + ":" + hex.EncodeToString(b[:]) + ":" + strconv.FormatInt(time.Now().UnixMilli(), 10)
+}
+
+// tokenAge returns how long ago token was made, or a large age for a
+// token that does not parse.
+func tokenAge(token string) time.Duration {
+	i := strings.LastIndexByte(token, ':')
+	ms, err := strconv.ParseInt(token[i+1:], 10, 64)
+	if i < 0 || err != nil {
+		return time.Hour
+	}
+	return time.Since(time.UnixMilli(ms))
+}
+
+// move moves keys (their locks held by the caller) off their sources onto
+// their destinations, by the fleet protocol: every key ends moved (or found
+// gone from its source), or failed with its source still the truth, or
+// failed with its move unsettled (its mark stays until a later move or the
+// migration settles it). A mark older than fleetSettleAfter is settled; a
+// younger one is waited for, within ctx. With dead not nil (a
+// migration), a key whose destination is in dead (shard index -> error)
+// fails at once, and a destination that does not answer a RESTORE nor
+// the settling after it is added: a migration sends it no more batches.
+func (f *fleetMoves) move(ctx context.Context, v *view, keys []shardedclient.MovingKey, dead *sync.Map) moveCounts {
+	var counts moveCounts
+	todo := make([]shardedclient.MovingKey, 0, len(keys))
+	for _, k := range keys {
+		if _, ok := f.gone.Load(k.Key); ok {
+			counts.gone++
+			continue
+		}
+		if dead != nil {
+			if err, ok := dead.Load(k.To); ok {
+				counts.failed = append(counts.failed, &KeyMoveError{Key: k.Key, From: v.Label(k.From), To: v.Label(k.To),
+					Err: fmt.Errorf("the new owner stopped answering earlier in this migration; no more keys are sent to it: %w", err.(error))})
+				continue
+			}
+		}
+		todo = append(todo, k)
+	}
+	for attempt := 0; len(todo) > 0; attempt++ {
+		var busy []busyKey
+		todo, busy = f.try(ctx, v, todo, &counts, dead)
+		if len(busy) == 0 && len(todo) == 0 {
+			break
+		}
+		// Keys marked by another move: settle the old marks, wait for the
+		// young ones, then try them again.
+		todo = append(todo, f.settleBusy(ctx, v, busy, &counts)...)
+		if len(todo) == 0 {
+			break
+		}
+		if err := sleepCtx(ctx, backoff(attempt)); err != nil {
+			for _, k := range todo {
+				counts.failed = append(counts.failed, &KeyMoveError{Key: k.Key, From: v.Label(k.From), To: v.Label(k.To), Err: err})
+			}
+			break
+		}
+	}
+	return counts
+}
+
+// busyKey is a key found marked by another move's token.
+type busyKey struct {
+	key   shardedclient.MovingKey
+	token string
+}
+
+// try runs one round of the move for keys: mark and read on the sources,
+// restore on the destinations, finish on the sources. It returns the keys
+// to try again (their move was revoked by a settler, or aborted here) and
+// those found busy.
+func (f *fleetMoves) try(ctx context.Context, v *view, keys []shardedclient.MovingKey, counts *moveCounts, dead *sync.Map) (again []shardedclient.MovingKey, busy []busyKey) {
+	fail := func(k shardedclient.MovingKey, err error) {
+		counts.failed = append(counts.failed, &KeyMoveError{Key: k.Key, From: v.Label(k.From), To: v.Label(k.To), Err: err})
+	}
+	token := f.newToken()
+	failedBefore := len(counts.failed)
+	defer func() {
+		if len(counts.failed) > failedBefore {
+			f.ended.Store(token, struct{}{})
+		}
+	}()
+	// 1. Mark and read, one script per source.
+	bySource := groupBy(keys, func(k shardedclient.MovingKey) int { return k.From })
+	marks := make(map[int]*goredis.Cmd, len(bySource))
+	groups := make([][]goredis.Cmder, v.Len())
+	for from, ks := range bySource {
+		fence := ""
+		if f.fenced {
+			fence = f.change
+		}
+		marks[from] = evalCmd(ctx, markScript, keyNames(ks), token, fence)
+		groups[from] = []goredis.Cmder{marks[from]}
+	}
+	execGroups(ctx, v, groups)
+	type dumped struct {
+		k    shardedclient.MovingKey
+		dump string
+		at   int64
+	}
+	byDest := map[int][]dumped{}
+	unmark := map[int][]shardedclient.MovingKey{}
+	defer func() { _ = f.finish(ctx, v, token, unmark, "abort") }() // its keys have failed already
+	for from, ks := range bySource {
+		replies, err := marks[from].Slice()
+		if err == nil && len(replies) != len(ks) {
+			err = fmt.Errorf("mark script: %d replies for %d keys", len(replies), len(ks))
+		}
+		if err != nil {
+			// The script may have marked keys before it failed (a
+			// refused DUMP), or its reply was lost: take this token's
+			// marks back (no RESTORE was sent with it). If that fails too,
+			// a later move finds them and settles them.
+			unmark[from] = ks
+			for _, k := range ks {
+				fail(k, dumpErr(err)) // names the shard (execGroups)
+			}
+			continue
+		}
+		for i, k := range ks {
+			r, _ := replies[i].([]any)
+			state, _ := first(r).(string)
+			switch {
+			case state == "gone":
+				f.gone.Store(k.Key, struct{}{})
+				counts.gone++
+			case state == "busy" && len(r) == 2:
+				tok, _ := r[1].(string)
+				busy = append(busy, busyKey{k, tok})
+			case state == "dump" && len(r) == 3:
+				dump, _ := r[1].(string)
+				at, _ := r[2].(int64)
+				byDest[k.To] = append(byDest[k.To], dumped{k, dump, at})
+			default:
+				fail(k, fmt.Errorf("mark script: unexpected reply %v", r))
+			}
+		}
+	}
+	// 2. Restore, one script per destination.
+	restores := make(map[int]*goredis.Cmd, len(byDest))
+	groups = make([][]goredis.Cmder, v.Len())
+	for to, ds := range byDest {
+		names := make([]string, len(ds))
+		args := make([]any, 0, 1+2*len(ds))
+		args = append(args, token)
+		for i, d := range ds {
+			names[i] = d.k.Key
+			args = append(args, d.dump, d.at)
+		}
+		restores[to] = evalCmd(ctx, restoreScript, names, args...)
+		groups[to] = []goredis.Cmder{restores[to]}
+	}
+	execGroups(ctx, v, groups)
+	// 3. Finish (or abort) on the sources.
+	finish := map[int][]shardedclient.MovingKey{}
+	abort := map[int][]shardedclient.MovingKey{}
+	var refused []*KeyMoveError // aborted: the destination refused the RESTORE
+	for to, ds := range byDest {
+		ks := make([]shardedclient.MovingKey, len(ds))
+		for i, d := range ds {
+			ks[i] = d.k
+		}
+		outcome, err := restores[to].Text()
+		restoreErr := err
+		if err != nil {
+			// No answer (the RESTORE may still run), or a refusal (the
+			// script may have restored some keys before it failed):
+			// settle the token now if the destination answers; else the
+			// marks stay until a later move settles them.
+			outcome, err = settle(ctx, v, to, token)
+		}
+		switch {
+		case err != nil:
+			err = restoreErr // the RESTORE's failure, naming the shard (execGroups); the settling's was no better
+			if dead != nil && !isReplyError(err) && !isContextErr(err) {
+				dead.Store(to, err)
+			}
+			for _, k := range ks {
+				fail(k, fmt.Errorf("restoring on the new owner (the move stays unsettled until it answers): %w", err))
+			}
+			continue
+		case outcome == "ok", outcome == "restored":
+			for _, k := range ks {
+				finish[k.From] = append(finish[k.From], k)
+			}
+			continue
+		case restoreErr != nil:
+			for _, k := range ks {
+				refused = append(refused, &KeyMoveError{Key: k.Key, From: v.Label(k.From), To: v.Label(k.To), Err: restoreErr})
+			}
+		default: // "revoked": a settler took the move back; the source holds the key
+			again = append(again, ks...)
+		}
+		for _, k := range ks {
+			abort[k.From] = append(abort[k.From], k)
+		}
+	}
+	finishFailed := f.finish(ctx, v, token, finish, "finish")
+	counts.failed = append(counts.failed, finishFailed...)
+	counts.moved += countKeys(finish) - len(finishFailed)
+	for _, ks := range finish {
+		for _, k := range ks {
+			// One whose finish failed is still marked on its source: a
+			// later move finds it busy and settles it.
+			if !slices.ContainsFunc(finishFailed, func(e *KeyMoveError) bool { return e.Key == k.Key }) {
+				f.gone.Store(k.Key, struct{}{})
+			}
+		}
+	}
+	counts.failed = append(counts.failed, refused...)
+	counts.failed = append(counts.failed, f.finish(ctx, v, token, abort, "abort")...)
+	return again, busy
+}
+
+// finish runs finishScript (mode "finish" or "abort") with token for the
+// keys of each source; it returns a failure for each key of a source that
+// did not answer (its mark stays: a later move settles it).
+func (f *fleetMoves) finish(ctx context.Context, v *view, token string, bySource map[int][]shardedclient.MovingKey, mode string) []*KeyMoveError {
+	cmds := make(map[int]*goredis.Cmd, len(bySource))
+	groups := make([][]goredis.Cmder, v.Len())
+	for from, ks := range bySource {
+		cmds[from] = evalCmd(ctx, finishScript, keyNames(ks), token, mode)
+		groups[from] = []goredis.Cmder{cmds[from]}
+	}
+	execGroups(ctx, v, groups)
+	var failed []*KeyMoveError
+	for from, ks := range bySource {
+		if err := cmds[from].Err(); err != nil {
+			for _, k := range ks {
+				failed = append(failed, &KeyMoveError{Key: k.Key, From: v.Label(k.From), To: v.Label(k.To),
+					Err: fmt.Errorf("ending the move on the old owner (%s): %w", mode, err)})
+			}
+		}
+	}
+	return failed
+}
+
+// settleBusy settles the marks of busy that are older than
+// fleetSettleAfter, or left by an attempt of this process that ended:
+// a move restored on its new owner is finished (and counted moved), one
+// revoked is taken back and its key returned to try again, as are the
+// keys whose marks are young.
+func (f *fleetMoves) settleBusy(ctx context.Context, v *view, busy []busyKey, counts *moveCounts) []shardedclient.MovingKey {
+	again := make([]shardedclient.MovingKey, 0, len(busy))
+	// A token's outcome is its destination's: one attempt's token goes to
+	// every destination of its keys, and each restores or revokes it alone.
+	type tokenAt struct {
+		token string
+		to    int
+	}
+	settled := map[tokenAt]string{}
+	for _, b := range busy {
+		if _, ended := f.ended.Load(b.token); !ended && tokenAge(b.token) < fleetSettleAfter {
+			again = append(again, b.key)
+			continue
+		}
+		outcome, ok := settled[tokenAt{b.token, b.key.To}]
+		if !ok {
+			var err error
+			if outcome, err = settle(ctx, v, b.key.To, b.token); err != nil {
+				counts.failed = append(counts.failed, &KeyMoveError{Key: b.key.Key, From: v.Label(b.key.From), To: v.Label(b.key.To),
+					Err: fmt.Errorf("settling an earlier move of the key (it stays unsettled until the new owner answers): %w", v.Err(b.key.To, err))})
+				continue
+			}
+			settled[tokenAt{b.token, b.key.To}] = outcome
+		}
+		mode := "abort"
+		if outcome == "restored" {
+			mode = "finish"
+		}
+		if failed := f.finish(ctx, v, b.token, map[int][]shardedclient.MovingKey{b.key.From: {b.key}}, mode); len(failed) > 0 {
+			counts.failed = append(counts.failed, failed...)
+			continue
+		}
+		if mode == "finish" { // the move is done now
+			counts.moved++
+			f.gone.Store(b.key.Key, struct{}{})
+			continue
+		}
+		again = append(again, b.key)
+	}
+	return again
+}
+
+// settle asks destination to, once it answers, settle token: "restored"
+// (the move is done there) or "revoked" (it never will be).
+func settle(ctx context.Context, v *view, to int, token string) (string, error) {
+	return v.Client(to).Eval(ctx, settleScript, nil, token).Text()
+}
+
+func evalCmd(ctx context.Context, script string, keys []string, args ...any) *goredis.Cmd {
+	cmdArgs := make([]any, 0, 3+len(keys)+len(args))
+	cmdArgs = append(cmdArgs, "eval", script, len(keys))
+	for _, k := range keys {
+		cmdArgs = append(cmdArgs, k)
+	}
+	return goredis.NewCmd(ctx, append(cmdArgs, args...)...)
+}
+
+func groupBy[T any](items []T, key func(T) int) map[int][]T {
+	out := map[int][]T{}
+	for _, it := range items {
+		out[key(it)] = append(out[key(it)], it)
+	}
+	return out
+}
+
+func keyNames(ks []shardedclient.MovingKey) []string {
+	out := make([]string, len(ks))
+	for i, k := range ks {
+		out[i] = k.Key
+	}
+	return out
+}
+
+func countKeys(m map[int][]shardedclient.MovingKey) int {
+	n := 0
+	for _, ks := range m {
+		n += len(ks)
+	}
+	return n
+}
+
+func first(r []any) any {
+	if len(r) == 0 {
+		return nil
+	}
+	return r[0]
+}
+
+// backoff is the wait before the attempt-th retry of keys whose move
+// another mover holds: 2 ms, doubling, at most 50 ms.
+func backoff(attempt int) time.Duration {
+	return min(2*time.Millisecond<<min(attempt, 5), 50*time.Millisecond)
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// errNotFleet is returned by fleet operations on a client that has not
+// joined a fleet.
+var errNotFleet = errors.New("shardedcache: the client has not joined a fleet (JoinFleet)")
