@@ -7,9 +7,10 @@
 // On Linux a server gets SIGKILL when its parent dies (prctl
 // PR_SET_PDEATHSIG, as SysProcAttr.Pdeathsig) and runs in a process group
 // of its own (Setpgid), so that a terminal's Ctrl-C reaches the test binary
-// alone, which then stops its servers in order. Elsewhere the command is
-// returned unchanged: there is no parent-death signal, and the servers
-// rely on the tests' cleanups.
+// alone, which then stops its servers in order. On other Unix systems the
+// server gets its process group only: there is no parent-death signal, and
+// the servers rely on the tests' cleanups; elsewhere the command is
+// returned unchanged.
 //
 // Linux delivers the parent-death signal when the thread that forked the
 // server ends, not the whole process. The Go runtime ends a thread only

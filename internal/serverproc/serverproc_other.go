@@ -1,7 +1,14 @@
-//go:build !linux
+//go:build unix && !linux
 
 package serverproc
 
-import "os/exec"
+import (
+	"os/exec"
+	"syscall"
+)
 
-func dieWithParent(*exec.Cmd) {}
+// dieWithParent has no parent-death signal to set outside Linux: the
+// process group alone, so that a caller may kill the server's group.
+func dieWithParent(cmd *exec.Cmd) {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+}
