@@ -34,8 +34,9 @@ opened again without removing the keys already moved (ResumeResharding) and
 the scan continues where it stood. The file is removed once every key moved.
 
 This process moves the keys; the applications' clients must follow the same
-change (stopped, or switched to NEW by a fleet change) so that none writes a
-key to its old owner meanwhile.
+change (stopped, or switched to NEW at the same time) so that none writes a
+key to its old owner meanwhile: this command does not drive a fleet change
+(package fleet) yet.
 
 For a memcache list, keys move as they are read in the window
 (memcache.BeginResharding): reshard lists every old shard's keys
@@ -148,9 +149,9 @@ func (ch change) run(ctx context.Context, opt reshardOptions, total int64, stdou
 
 // begin opens the window and returns its migration: a fresh one, or,
 // when the checkpoint file exists, one that resumes it. (A change
-// coordinated across the application processes, the fleet protocol, will
-// open the window through the fleet store instead; the migration, its
-// progress and its checkpoint stay the same.)
+// coordinated across the application processes will open the window
+// through the fleet's store instead, fleet.Reshard with the client's
+// FleetBackend, whose progress feeds the same bar.)
 func (ch change) begin(ctx context.Context, opt reshardOptions) (*shardedredis.Migration, error) {
 	mo := shardedredis.MigrateOptions{BatchSize: opt.batch, KeysPerSecond: opt.rate, ServerSide: opt.serverSide}
 	cf, err := loadCheckpoint(opt.checkpoint)
