@@ -299,3 +299,82 @@ func TestCacheStats(t *testing.T) {
 		t.Errorf("CacheStats (name hits misses entries) = %q, want %q", got, want)
 	}
 }
+
+// TestCacheMovedKeys: a key that the resharding window moves to a shard
+// whose cache holds the key's earlier absence is read at its moved value,
+// whether a command moves it (through the shard clients), the migration
+// does, or the servers do (MIGRATE). Each key is cached as missing on its
+// shard s1, then placed on s0 by a re-weighting (SetShards, which keeps
+// both clients and caches) and written there, then moved back to s1.
+func TestCacheMovedKeys(t *testing.T) {
+	for _, how := range []string{"command", "migration", "migration-server-side"} {
+		t.Run(how, func(t *testing.T) {
+			addrs := addrsOf(sharedRedis(t, 2))
+			even, heavy := shardsAt(addrs...), shardsAt(addrs...)
+			heavy[0].Weight = 5
+			c := newCachedClient(t, addrs...)
+			keys := movingKeys(t, even, heavy, 50)
+			for _, k := range keys {
+				for hit := cacheHits(c); cacheHits(c) == hit; {
+					if err := c.Get(ctx, k).Err(); err != goredis.Nil {
+						t.Fatalf("GET %s = %v, want redis.Nil", k, err)
+					}
+				}
+			}
+			if err := c.SetShards(heavy); err != nil {
+				t.Fatal(err)
+			}
+			for _, k := range keys {
+				if err := c.Set(ctx, k, "v-"+k, 0).Err(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := c.BeginResharding(even); err != nil {
+				t.Fatal(err)
+			}
+			if how != "command" {
+				m, err := c.NewMigration(shardedredis.MigrateOptions{ServerSide: how == "migration-server-side", KeepWindow: true})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := m.Run(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			stale := 0
+			for _, k := range keys {
+				switch got, err := c.Get(ctx, k).Result(); {
+				case err == goredis.Nil:
+					stale++
+				case err != nil || got != "v-"+k:
+					t.Fatalf("GET %s = %q, %v; want %q", k, got, err, "v-"+k)
+				}
+			}
+			if stale != 0 {
+				t.Errorf("%d of %d moved keys read as missing (the new owner's cached absence)", stale, len(keys))
+			}
+		})
+	}
+}
+
+// movingKeys returns n keys of shard 1 under the shards from that are
+// on shard 0 under the shards to.
+func movingKeys(t *testing.T, from, to []shardedredis.ShardOptions, n int) []string {
+	t.Helper()
+	place := func(shards []shardedredis.ShardOptions) *shardedredis.ShardedClient {
+		p, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: shards})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { p.Close() })
+		return p
+	}
+	a, b := place(from), place(to)
+	var keys []string
+	for i := 0; len(keys) < n; i++ {
+		if k := "moving:" + strconv.Itoa(i); a.GetShardInfo(k).Index == 1 && b.GetShardInfo(k).Index == 0 {
+			keys = append(keys, k)
+		}
+	}
+	return keys
+}
