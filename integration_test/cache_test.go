@@ -378,3 +378,36 @@ func movingKeys(t *testing.T, from, to []shardedredis.ShardOptions, n int) []str
 	}
 	return keys
 }
+
+// TestCacheModelRedis runs the resharding reference model (see
+// reshard_model_test.go: writes, deletes and reads against a per-server
+// model, cold SetShards, ejections and rejoins, resharding windows with
+// commands, raw GetShard clients, migrations and abandons) with every shard
+// caching: every read through the client must equal the model, so no read
+// returns a value older than the servers' truth after any of those steps.
+// Seeds as the model's; a third of its operations per seed.
+func TestCacheModelRedis(t *testing.T) {
+	for _, seed := range modelSeeds(t) {
+		t.Run("seed="+strconv.FormatInt(seed, 10), func(t *testing.T) {
+			runRedisModel(t, seed, *modelOps/3, cachedOptions().ClientSideCacheConfig)
+		})
+	}
+}
+
+// cachingClient replaces the client of a fixture by one whose shards, the
+// first k of servers, cache with cfg; servers get the cache too, for the
+// shard lists the test builds from them.
+func cachingClient(t *testing.T, servers []shardedredis.ShardOptions, k int, h shardedredis.Health, cfg *goredis.ClientSideCacheConfig) *shardedredis.ShardedClient {
+	t.Helper()
+	for i := range servers {
+		o := *servers[i].Options
+		o.Protocol, o.ClientSideCacheConfig = 3, cfg
+		servers[i].Options = &o
+	}
+	c, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: servers[:k], Health: h})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
