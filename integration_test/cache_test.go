@@ -3,12 +3,18 @@ package integration_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
+	"time"
 
 	goredis "github.com/redis/go-redis/v9"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
+	"github.com/shardedcache/shardedcache/otelmetrics"
 	shardedredis "github.com/shardedcache/shardedcache/redis"
 )
 
@@ -410,4 +416,75 @@ func cachingClient(t *testing.T, servers []shardedredis.ShardOptions, k int, h s
 	}
 	t.Cleanup(func() { c.Close() })
 	return c
+}
+
+// TestCacheOtherClientsWrite: a write of another client to a key that the
+// cache holds is seen, every time, within go-redis's invalidation delay
+// (seenAfter fails past 5 s); the delays are logged (the Speed benchmark's
+// cache-staleness measures them).
+func TestCacheOtherClientsWrite(t *testing.T) {
+	procs := sharedRedis(t, 2)
+	c := newCachedClient(t, addrsOf(procs)...)
+	const key = "other-client"
+	w := goredis.NewClient(&goredis.Options{Addr: procs[c.GetShardInfo(key).Index].addr})
+	defer w.Close()
+	var lat []time.Duration
+	for r := range 50 {
+		lat = append(lat, seenAfter(t, w, c, func() uint64 { return cacheHits(c) }, key, r))
+	}
+	t.Logf("another client's write seen after p50 %v, p99 %v, max %v", percentile(lat, 50), percentile(lat, 99), percentile(lat, 100))
+}
+
+// TestCacheOtelMetrics: otelmetrics exports each shard's CacheStats: the
+// hits, misses, entries and size of the caching shard, zeros for the other.
+func TestCacheOtelMetrics(t *testing.T) {
+	procs := sharedRedis(t, 2)
+	reader := sdkmetric.NewManualReader()
+	m, err := otelmetrics.NewRedis(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	c, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: []shardedredis.ShardOptions{
+		{Name: "s0", Addr: procs[0].addr, Options: cachedOptions()},
+		{Name: "s1", Addr: procs[1].addr},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	m.Observe(c)
+	for _, k := range twoShardKeys(t, c, "otel:") {
+		c.Set(ctx, k, "v", 0)
+		for range 3 {
+			if err := c.Get(ctx, k).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(ctx, &rm); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int64{}
+	for _, sm := range rm.ScopeMetrics {
+		for _, metric := range sm.Metrics {
+			sum, ok := metric.Data.(metricdata.Sum[int64])
+			if !ok || !strings.HasPrefix(metric.Name, "shardedcache.cache.") {
+				continue
+			}
+			for _, dp := range sum.DataPoints {
+				name, _ := dp.Attributes.Value(otelmetrics.ShardNameKey)
+				got[metric.Name+" "+name.AsString()] = dp.Value
+			}
+		}
+	}
+	size := c.CacheStats()[0].MemoryUsageBytes
+	want := map[string]int64{
+		"shardedcache.cache.hits s0": 2, "shardedcache.cache.misses s0": 1, "shardedcache.cache.entries s0": 1, "shardedcache.cache.size s0": size,
+		"shardedcache.cache.hits s1": 0, "shardedcache.cache.misses s1": 0, "shardedcache.cache.entries s1": 0, "shardedcache.cache.size s1": 0,
+	}
+	if size <= 0 || !maps.Equal(got, want) {
+		t.Errorf("cache metrics = %v, want %v (size > 0)", got, want)
+	}
 }

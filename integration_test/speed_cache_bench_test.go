@@ -151,26 +151,7 @@ func benchStaleness(b *testing.B, r *speedRedis, sc *speedCache) {
 	round := 0
 	for b.Loop() {
 		for j, rd := range readers {
-			old, val := "old-"+strconv.Itoa(round), "new-"+strconv.Itoa(round)
-			if err := rd.w.Set(ctx, key, old, 0).Err(); err != nil {
-				b.Fatal(err)
-			}
-			// Until the old value is served from the cache.
-			for got, hits := "", rd.hits(); got != old || rd.hits() == hits; {
-				hits = rd.hits()
-				got, _ = rd.c.Get(ctx, key).Result()
-			}
-			if err := rd.w.Set(ctx, key, val, 0).Err(); err != nil {
-				b.Fatal(err)
-			}
-			t0 := time.Now()
-			for got := old; got != val; {
-				got, _ = rd.c.Get(ctx, key).Result()
-				if time.Since(t0) > 5*time.Second {
-					b.Fatalf("%s: the write was not seen in 5 s", rd.name)
-				}
-			}
-			lat[j] = append(lat[j], time.Since(t0))
+			lat[j] = append(lat[j], seenAfter(b, rd.w, rd.c, rd.hits, key, round))
 		}
 		round++
 	}
@@ -183,4 +164,30 @@ func benchStaleness(b *testing.B, r *speedRedis, sc *speedCache) {
 			b.ReportMetric(float64(percentile(lat[j], p).Nanoseconds()), rd.name+"-"+name+"-ns")
 		}
 	}
+}
+
+// seenAfter SETs key to an old value through w, reads it through c until
+// the read is a cache hit (hits counts them), SETs a new value through w,
+// and returns how long c went on returning the old value after w's SET was
+// acknowledged. It fails tb if that exceeds 5 s.
+func seenAfter(tb testing.TB, w *goredis.Client, c goredis.Cmdable, hits func() uint64, key string, round int) time.Duration {
+	old, val := "old-"+strconv.Itoa(round), "new-"+strconv.Itoa(round)
+	if err := w.Set(ctx, key, old, 0).Err(); err != nil {
+		tb.Fatal(err)
+	}
+	for got, n := "", hits(); got != old || hits() == n; {
+		n = hits()
+		got, _ = c.Get(ctx, key).Result()
+	}
+	if err := w.Set(ctx, key, val, 0).Err(); err != nil {
+		tb.Fatal(err)
+	}
+	t0 := time.Now()
+	for got := old; got != val; {
+		got, _ = c.Get(ctx, key).Result()
+		if time.Since(t0) > 5*time.Second {
+			tb.Fatalf("a write of another client was not seen in 5 s")
+		}
+	}
+	return time.Since(t0)
 }
