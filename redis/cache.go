@@ -101,8 +101,11 @@ func reachableCache(c *goredis.Client) error {
 }
 
 // cacheOf returns the go-redis cache of a shard's client, or nil when it
-// does not cache.
+// does not cache (or is nil: NewShardedClientFromClients refuses it).
 func cacheOf(c *goredis.Client) goredis.Cache {
+	if c == nil {
+		return nil
+	}
 	if o := c.Options(); o.Protocol != 2 {
 		return o.ClientSideCache
 	}
