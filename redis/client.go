@@ -667,6 +667,7 @@ func (c *ShardedClient) GoString() string { return c.String() }
 // Stats returns every shard's counters: requests, failures (transport
 // errors and refusals to set up a connection), ejections, and whether it is
 // ejected now.
+// CacheStats returns each shard's client-side cache statistics.
 func (c *ShardedClient) Stats() []shardedclient.ShardStats { return c.shards.Stats() }
 
 // newRouter returns a go-redis client that connects only through dial.

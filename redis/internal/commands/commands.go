@@ -318,6 +318,19 @@ func (c *Info) Writes() bool {
 	return false
 }
 
+// storeDest calls f with the position of the argument after each STORE of
+// a SORT: its destination, the one key SORT writes. It accepts the BY and
+// GET patterns that sortKeys refuses (SORT sends them as is over one
+// server), and takes a pattern or LIMIT value spelled "store" for a
+// keyword: one key more dropped from a cache, never one less.
+func storeDest(args []any, f func(pos int)) {
+	for i := 2; i+1 < len(args); i++ {
+		if a, _ := Arg(args[i]); strings.EqualFold(a, "store") {
+			f(i + 1)
+		}
+	}
+}
+
 // positions calls f with the position of each key, or of each written key
 // (written).
 func (c *Info) positions(args []any, written bool, f func(pos int)) error {
@@ -325,11 +338,8 @@ func (c *Info) positions(args []any, written bool, f func(pos int)) error {
 		return fmt.Errorf("%w for %q: %d", ErrArity, c.Name, len(args)-1)
 	}
 	if c.sortLike && written {
-		return sortKeys(c, args, func(pos int) {
-			if pos > 1 { // STORE's destination; the sorted key is read
-				f(pos)
-			}
-		})
+		storeDest(args, f)
+		return nil
 	}
 	if c.sortLike {
 		return sortKeys(c, args, f)

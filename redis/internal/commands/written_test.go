@@ -29,6 +29,7 @@ func TestWrittenKeys(t *testing.T) {
 		{[]any{"georadius", "g", 1, 2, 3, "km", "store", "dst"}, []string{"dst"}},
 		{[]any{"sort", "k", "limit", 0, 10, "store", "dst"}, []string{"dst"}},
 		{[]any{"sort", "k"}, nil},
+		{[]any{"sort", "k", "by", "w_*", "get", "o_*", "store", "dst"}, []string{"dst"}}, // patterns: over one server only
 		{[]any{"sort_ro", "k"}, nil},
 		{[]any{"eval", "return 1", 2, "x", "y", "arg"}, []string{"x", "y"}},
 		{[]any{"eval_ro", "return 1", 1, "x"}, nil},
