@@ -16,6 +16,7 @@ import (
 
 	"github.com/shardedcache/shardedcache/otelmetrics"
 	shardedredis "github.com/shardedcache/shardedcache/redis"
+	"github.com/shardedcache/shardedcache/shardedclient"
 )
 
 // Client-side caching through the shards, on real redis-servers (go-redis's
@@ -486,5 +487,32 @@ func TestCacheOtelMetrics(t *testing.T) {
 	}
 	if size <= 0 || !maps.Equal(got, want) {
 		t.Errorf("cache metrics = %v, want %v (size > 0)", got, want)
+	}
+}
+
+// TestCacheEjectRejoin: a shard ejected and rejoined, its server emptied
+// by OnRejoin, serves no value its cache held before: a key cached on it
+// reads as missing once it has rejoined; the other shard's cache stays.
+func TestCacheEjectRejoin(t *testing.T) {
+	h := shardedredis.Health{Mode: shardedclient.EjectMode, FailureLimit: 1, RetryTimeout: 50 * time.Millisecond,
+		ProbeTimeout: 100 * time.Millisecond,
+		OnRejoin:     func(ctx context.Context, c *goredis.Client) error { return c.FlushDB(ctx).Err() }}
+	servers, direct, _ := safetyFixture(t, 2, 2, h)
+	c := cachingClient(t, servers, 2, h, cachedOptions().ClientSideCacheConfig)
+	keys := twoShardKeys(t, c, "eject:")
+	for _, k := range keys {
+		c.Set(ctx, k, "before", 0)
+		for hit := cacheHits(c); cacheHits(c) == hit; {
+			if got, err := c.Get(ctx, k).Result(); err != nil || got != "before" {
+				t.Fatalf("GET %s = %q, %v", k, got, err)
+			}
+		}
+	}
+	ejectFor(t, c, direct[1], 1, 300*time.Millisecond, func() {})
+	if got, err := c.Get(ctx, keys[1]).Result(); err != goredis.Nil {
+		t.Errorf("GET %s after its shard rejoined, flushed = %q, %v; want redis.Nil", keys[1], got, err)
+	}
+	if got, err := c.Get(ctx, keys[0]).Result(); err != nil || got != "before" {
+		t.Errorf("GET %s on the shard that stayed = %q, %v; want %q", keys[0], got, err, "before")
 	}
 }
