@@ -48,16 +48,21 @@ type redisModel struct {
 func TestReshardModelRedis(t *testing.T) {
 	for _, seed := range modelSeeds(t) {
 		t.Run("seed="+strconv.FormatInt(seed, 10), func(t *testing.T) {
-			runRedisModel(t, seed, *modelOps)
+			runRedisModel(t, seed, *modelOps, nil)
 		})
 	}
 }
 
-func runRedisModel(t *testing.T, seed int64, ops int) {
+// runRedisModel runs the model; with cache set, every shard caches with it
+// (see TestCacheModelRedis).
+func runRedisModel(t *testing.T, seed int64, ops int, cache *goredis.ClientSideCacheConfig) {
 	h := shardedredis.Health{Mode: shardedclient.EjectMode, FailureLimit: 1, RetryTimeout: 50 * time.Millisecond,
 		ProbeTimeout: 100 * time.Millisecond,
 		OnRejoin:     func(ctx2 context.Context, c *goredis.Client) error { return c.FlushDB(ctx2).Err() }}
 	servers, direct, c := safetyFixture(t, 5, 3, h)
+	if cache != nil {
+		c = cachingClient(t, servers, 3, h, cache)
+	}
 	addrs := make([]string, len(servers))
 	for i, s := range servers {
 		addrs[i] = s.Addr
