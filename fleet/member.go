@@ -42,6 +42,15 @@ type Backend interface {
 	Migrate(ctx context.Context, st State, progress func(Progress)) error
 }
 
+// EpochFloor is implemented by a backend whose servers keep the epochs of
+// past reshardings (their fences): Join starts a new store's first state
+// above them, so that a fleet that restarts with a fresh store (or a new
+// prefix) is not refused by its own old fences. Floor returns the highest
+// epoch any server of shards holds.
+type EpochFloor interface {
+	Floor(ctx context.Context, shards []Shard) (uint64, error)
+}
+
 // Progress is what Migrate reports as it goes: keys scanned on the old
 // owners and keys moved, over every source so far.
 type Progress struct {
@@ -73,8 +82,8 @@ type Member struct {
 type MemberOptions struct {
 	// Initial is the shard list the fleet starts with when the store
 	// holds no state yet (the in-code list): Join then stores it as
-	// Stable, epoch 1. Nil leaves an empty store empty, and Join returns
-	// ErrNoState.
+	// Stable, epoch 1 (or above the servers' epochs, see EpochFloor). Nil
+	// leaves an empty store empty, and Join returns ErrNoState.
 	Initial []Shard
 	// RetryInterval is the wait before a failed Apply or a broken watch
 	// is tried again; 0 means 500 ms.
@@ -109,6 +118,13 @@ func Join(ctx context.Context, store Store, backend Backend, opt MemberOptions) 
 			return nil, ErrNoState
 		}
 		first := State{Epoch: 1, Step: Stable, Shards: opt.Initial}
+		if ef, ok := backend.(EpochFloor); ok {
+			floor, err := ef.Floor(ctx, opt.Initial)
+			if err != nil {
+				return nil, fmt.Errorf("fleet: Join: reading the servers' epochs: %w", err)
+			}
+			first.Epoch = max(1, floor+1)
+		}
 		switch _, err := store.Swap(ctx, 0, first); {
 		case err == nil, errors.Is(err, ErrConflict): // another process stored one first
 		default:

@@ -118,6 +118,9 @@ func checkList(field string, shards []Shard) error {
 		if j := slices.IndexFunc(shards[:i], func(o Shard) bool { return o.Name == sh.Name }); j >= 0 {
 			return fmt.Errorf("%s[%d] and [%d]: duplicate name %q", field, j, i, sh.Name)
 		}
+		if j := slices.IndexFunc(shards[:i], func(o Shard) bool { return o.Addr == sh.Addr && o.DB == sh.DB }); j >= 0 {
+			return fmt.Errorf("%s[%d] (%q) and [%d] (%q): one server and DB, %s DB %d", field, j, shards[j].Name, i, sh.Name, sh.Addr, sh.DB)
+		}
 	}
 	return nil
 }

@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
-	"os/exec"
 	"syscall"
 	"testing"
 	"time"
@@ -19,6 +18,7 @@ import (
 	gomemcache "github.com/bradfitz/gomemcache/memcache"
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/shardedcache/shardedcache/internal/serverproc"
 	"github.com/shardedcache/shardedcache/shardedclient"
 )
 
@@ -183,7 +183,7 @@ func propertySeeds(t *testing.T, newBackend func(t *testing.T) healthBackend) {
 // and waits until it answers.
 func restartRedisProc(t *testing.T, p *redisProc) *redisProc {
 	t.Helper()
-	np := &redisProc{addr: p.addr, dir: p.dir, cmd: exec.Command(p.cmd.Path, p.cmd.Args[1:]...), exited: make(chan struct{})}
+	np := &redisProc{addr: p.addr, dir: p.dir, cmd: serverproc.Command(p.cmd.Path, p.cmd.Args[1:]...), exited: make(chan struct{})}
 	if err := np.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

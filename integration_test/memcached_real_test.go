@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/daangn/minimemcached"
+
+	"github.com/shardedcache/shardedcache/internal/serverproc"
 )
 
 // mcServer is one memcached server started for a test.
@@ -123,7 +125,7 @@ func runMemcached(path, network, addr string, args ...string) (*mcServer, error)
 	if os.Geteuid() == 0 {
 		args = append(args, "-u", "root") // memcached refuses to run as root without -u
 	}
-	cmd := exec.Command(path, args...)
+	cmd := serverproc.Command(path, args...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {

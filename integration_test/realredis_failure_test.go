@@ -25,6 +25,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/shardedcache/shardedcache/internal/serverproc"
 	shardedredis "github.com/shardedcache/shardedcache/redis"
 )
 
@@ -115,7 +116,7 @@ func launchRedisProc(bin string, tlsConf *tls.Config, conf string, extra []strin
 	for _, a := range extra {
 		args = append(args, strings.ReplaceAll(a, "{port}", strconv.Itoa(port)))
 	}
-	p := &redisProc{addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), dir: dir, cmd: exec.Command(bin, args...), exited: make(chan struct{})}
+	p := &redisProc{addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), dir: dir, cmd: serverproc.Command(bin, args...), exited: make(chan struct{})}
 	if err := p.cmd.Start(); err != nil {
 		return nil, err
 	}

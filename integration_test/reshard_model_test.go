@@ -49,21 +49,25 @@ func TestReshardModelRedis(t *testing.T) {
 	seeds := modelSeeds(t)
 	for _, seed := range seeds {
 		t.Run("seed="+strconv.FormatInt(seed, 10), func(t *testing.T) {
-			runRedisModel(t, seed, *modelOps, false)
+			runRedisModel(t, seed, *modelOps, nil, false)
 		})
 	}
 	// The first seed again, a quarter of its steps, autopipelined.
 	t.Run("autopipelined/seed="+strconv.FormatInt(seeds[0], 10), func(t *testing.T) {
-		runRedisModel(t, seeds[0], *modelOps/4, true)
+		runRedisModel(t, seeds[0], *modelOps/4, nil, true)
 	})
 }
 
-// runRedisModel runs ops steps of seed's model, autopipelined when ap is.
-func runRedisModel(t *testing.T, seed int64, ops int, ap bool) {
+// runRedisModel runs the model; with cache set, every shard caches with it
+// (see TestCacheModelRedis); with ap, autopipelined (see withAP).
+func runRedisModel(t *testing.T, seed int64, ops int, cache *goredis.ClientSideCacheConfig, ap bool) {
 	h := shardedredis.Health{Mode: shardedclient.EjectMode, FailureLimit: 1, RetryTimeout: 50 * time.Millisecond,
 		ProbeTimeout: 100 * time.Millisecond,
 		OnRejoin:     func(ctx2 context.Context, c *goredis.Client) error { return c.FlushDB(ctx2).Err() }}
 	servers, direct, c := safetyFixtureAP(t, 5, 3, h, ap)
+	if cache != nil {
+		c = cachingClient(t, servers, 3, h, cache)
+	}
 	addrs := make([]string, len(servers))
 	for i, s := range servers {
 		addrs[i] = s.Addr

@@ -611,6 +611,7 @@ func BenchmarkSpeed(b *testing.B) {
 	} {
 		b.Run(w.name, w.w.run)
 	}
+	benchCache(b, r) // speed_cache_bench_test.go
 	b.Run("NewClient-1000-shards", func(b *testing.B) { benchNewClient1000(b) })
 	b.Run("Migration", func(b *testing.B) { benchMigration(b, r.addrs, shardedredis.MigrateOptions{}) })
 	b.Run("Migration-server-side", func(b *testing.B) { benchMigration(b, r.addrs, shardedredis.MigrateOptions{ServerSide: true}) })

@@ -18,6 +18,14 @@
 //	})
 //	mc.Set(&gomemcache.Item{Key: "user:42", Value: []byte("ada")}) // on the shard that owns "user:42"
 //
+// # No client-side cache
+//
+// memcached has no server-assisted invalidation (nothing like Redis's
+// CLIENT TRACKING): a copy of a value kept in this process could not learn
+// that another client changed it, so this package keeps none, and every
+// Get goes to its server. (The redis backend caches through go-redis's
+// own server-assisted cache: see its package documentation.)
+//
 // # Where a call goes
 //
 //   - Get, GetAndTouch, Set, Add, Replace, Append, Prepend, CompareAndSwap,

@@ -20,7 +20,8 @@ import (
 //	m.ObserveMigration(mig)
 type Redis struct {
 	*meters
-	mig *shardedredis.Migration // guarded by meters.mu
+	mig   *shardedredis.Migration // guarded by meters.mu
+	cache *cacheMeters            // CacheStats (cache.go)
 }
 
 // NewRedis creates the instruments on a meter of mp and registers their
@@ -32,12 +33,19 @@ func NewRedis(mp metric.MeterProvider) (*Redis, error) {
 	}
 	r := &Redis{meters: m}
 	m.reshard = r.observeMigration
+	if r.cache, err = newCacheMeters(mp, m); err != nil {
+		_ = m.Close()
+		return nil, err
+	}
 	return r, nil
 }
 
-// Observe exports c's Stats from now on, in place of the client observed
-// before.
-func (r *Redis) Observe(c *shardedredis.ShardedClient) { r.observeStats(c.Stats) }
+// Observe exports c's Stats and CacheStats from now on, in place of the
+// client observed before.
+func (r *Redis) Observe(c *shardedredis.ShardedClient) {
+	r.observeStats(c.Stats)
+	r.cache.observeStats(c.CacheStats)
+}
 
 // ObserveMigration exports mig's Progress from now on, in place of the
 // migration observed before: keys by outcome (shardedcache.reshard.keys),

@@ -33,6 +33,10 @@
 //	shardedcache.reshard.keys     counter        {key}      keys of a resharding, by shardedcache.reshard.outcome
 //	shardedcache.reshard.scanned  counter        {key}      redis: keys a migration's SCAN returned, per source shard
 //	shardedcache.reshard.done     updowncounter  {shard}    redis: source shards whose scan went round with no key failed
+//	shardedcache.cache.hits       counter        {hit}      redis: reads served from the shard's client-side cache (CacheStats)
+//	shardedcache.cache.misses     counter        {miss}     redis: cacheable reads sent to the shard
+//	shardedcache.cache.entries    updowncounter  {entry}    redis: entries in the shard's client-side cache now
+//	shardedcache.cache.size       updowncounter  By         redis: their estimated size now
 //
 // The outcomes of shardedcache.reshard.keys are, for redis, per source shard
 // of the observed Migration (ShardProgress): owned, moved, on_new_owner,

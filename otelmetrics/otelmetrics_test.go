@@ -155,7 +155,7 @@ func TestRedisEjection(t *testing.T) {
 	if want := []string{"failure b", "ejected b"}; !slices.Equal(chained, want) {
 		t.Errorf("chained OnEvent saw %v, want %v", chained, want)
 	}
-	diff(t, collect(t, reader, "redis", "shardedcache."), map[string]int64{
+	diff(t, collect(t, reader, "redis", "shardedcache.shard."), map[string]int64{
 		"shardedcache.shard.requests " + sa:                               1,
 		"shardedcache.shard.requests " + sb:                               2,
 		"shardedcache.shard.errors " + sa:                                 0,

@@ -308,7 +308,7 @@ func (b *builder) shards(opts []ShardOptions, reuse []Shard) ([]Shard, error) {
 		}
 		shards = append(shards, sh)
 	}
-	if err := sameServer(shards); err != nil {
+	if err := cmp.Or(sameServer(shards), sharedCacheErr(shards)); err != nil {
 		closeClients(shards, reuse)
 		b.prune(reuse)
 		return nil, err
@@ -408,7 +408,7 @@ func (b *builder) shard(so ShardOptions, reuse []Shard) (Shard, error) {
 		return Shard{}, err
 	}
 	sh.Client = b.client(reuse, sh, o, func() *goredis.Client {
-		built := o // go-redis fills in its defaults
+		built := ownCache(o) // go-redis fills in its defaults
 		if epoch, ok := connEpoch(o.ClientName); ok && b.fence {
 			built.OnConnect = fenceCheck(epoch, o.OnConnect)
 		}
@@ -491,6 +491,7 @@ func server(sh Shard) string {
 // connections is the shard's failure (see setupHook).
 func shardClient(c *goredis.Client) *goredis.Client {
 	c.AddHook(setupHook{})
+	addWriteHook(c)
 	return c
 }
 
@@ -589,11 +590,17 @@ func NewShardedClientFromClients(shards []Shard, p ring.Preset) (*ShardedClient,
 		if shards[i].Client == nil {
 			continue // refused by shardedclient, naming the shard
 		}
+		if err := reachableCache(shards[i].Client); err != nil {
+			return nil, fmt.Errorf("shardedcache: shard %d (%q): %w", i, shards[i].Name, err)
+		}
 		if shards[i].Addr == "" {
 			o := shards[i].Client.Options()
 			shards[i].Addr = o.Addr + dbSuffix(o.DB)
 		}
 		shardClient(shards[i].Client)
+	}
+	if err := sharedCacheErr(shards); err != nil {
+		return nil, err
 	}
 	return newShardedClient(shards, Health{}, p)
 }
@@ -605,6 +612,7 @@ func newShardedClient(shards []Shard, h Health, p ring.Preset) (*ShardedClient, 
 	if h.Classify == nil {
 		h.Classify = classify
 	}
+	h.OnRejoin = flushOnRejoin(h.OnRejoin)
 	s, err := shardedclient.NewWithHealth(shards, h, p)
 	if err != nil {
 		return nil, err // ring's and shardedclient's errors carry their own prefix
@@ -690,6 +698,7 @@ func (c *ShardedClient) GoString() string { return c.String() }
 // Stats returns every shard's counters: requests, failures (transport
 // errors and refusals to set up a connection), ejections, and whether it is
 // ejected now.
+// CacheStats returns each shard's client-side cache statistics.
 func (c *ShardedClient) Stats() []shardedclient.ShardStats { return c.shards.Stats() }
 
 // newRouter returns a go-redis client that connects only through dial.

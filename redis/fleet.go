@@ -188,6 +188,34 @@ type fleetBackend struct {
 	opt MigrateOptions // of Migrate
 }
 
+// Floor implements fleet.EpochFloor: the highest fence epoch or moved mark
+// of any shard of list.
+func (b fleetBackend) Floor(ctx context.Context, list []fleet.Shard) (uint64, error) {
+	var floor uint64
+	err := b.c.onAdmin(list, func(_ fleet.Shard, client *goredis.Client) error {
+		vals, err := client.HMGet(ctx, fenceKey, "epoch", "moved").Result()
+		for _, v := range vals {
+			if s, ok := v.(string); ok {
+				n, _ := strconv.ParseUint(s, 10, 64)
+				floor = max(floor, n)
+			}
+		}
+		return err
+	})
+	return floor, err
+}
+
+// fleetServer returns the server and DB that sh reaches, its host resolved
+// ("127.0.0.1:6379/0" for "localhost:6379"), as serverKey does for a
+// shard; its address as written when it does not resolve.
+func fleetServer(sh fleet.Shard) string {
+	addr := sh.Addr
+	if srv, ok := resolveServer(addr); ok {
+		addr = srv
+	}
+	return addr + "/" + strconv.Itoa(sh.DB)
+}
+
 // shardKey identifies sh across lists, for its connection name.
 func shardKey(sh fleet.Shard) string { return sh.Name + "@" + sh.Addr + dbSuffix(sh.DB) }
 
@@ -237,10 +265,18 @@ func (b fleetBackend) Apply(ctx context.Context, st fleet.State) error {
 			}
 			relabel = func(sh fleet.Shard) bool { return sources[shardKey(sh)] }
 		}
+		before := f.labels
 		if err = c.fleetSwitch(st, st.Shards, relabel, windowOpen, false); err != nil {
 			break
 		}
-		err = c.fleetSwitch(st, st.Target, func(fleet.Shard) bool { return false }, false, true)
+		if err = c.fleetSwitch(st, st.Target, func(fleet.Shard) bool { return false }, false, true); err != nil {
+			// Back on L with the connections named as before: clients of
+			// st's epoch routing by L would pass the sources' fence.
+			f.labels = before
+			if back := c.fleetSwitch(prev, st.Shards, func(fleet.Shard) bool { return false }, false, false); back != nil {
+				err = fmt.Errorf("%w; and going back to the previous list: %v", err, back)
+			}
+		}
 	}
 	if err != nil {
 		return err
@@ -306,7 +342,7 @@ func (c *ShardedClient) fleetSwitch(st fleet.State, list []fleet.Shard, relabel 
 	}
 	var err error
 	if begin {
-		err = c.switchShards(opts, c.beginWindow(st.Change, true, nil))
+		err = c.switchShards(opts, c.beginWindow(st.Change, st.MovingEpoch(), nil))
 	} else {
 		err = c.SetShards(opts)
 	}
@@ -387,10 +423,10 @@ func (c *ShardedClient) onAdmin(list []fleet.Shard, fn func(fleet.Shard, *goredi
 }
 
 // dropStaleScript unlinks KEYS[2..] unless the server is marked moved for
-// resharding ARGV[1] (KEYS[1] is the fence): then it does nothing and
-// returns -1.
+// the resharding of Moving epoch ARGV[1] or a later one (KEYS[1] is the
+// fence): then it does nothing and returns -1.
 const dropStaleScript = `
-if redis.call('HGET', KEYS[1], 'moved') == ARGV[1] then return -1 end
+if tonumber(redis.call('HGET', KEYS[1], 'moved') or '0') >= tonumber(ARGV[1]) then return -1 end
 local n = 0
 for i = 2, #KEYS do n = n + redis.call('UNLINK', KEYS[i]) end
 return n`
@@ -401,30 +437,42 @@ return n`
 // batches that the server refuses once Fence marked it moved.
 func (b fleetBackend) DropStale(ctx context.Context, st fleet.State) error {
 	c := b.c
-	from, to, err := c.fleetRings(st)
+	fromRing, toRing, err := c.fleetRings(st)
 	if err != nil {
 		return err
 	}
-	server := func(list []fleet.Shard, i int) string { return list[i].Addr + dbSuffix(list[i].DB) }
+	// Owners compared by server and DB resolved: a shard whose address is
+	// written another way is the same shard, whose keys are not stale.
+	from, to := servers(st.Shards, fromRing), servers(st.Target, toRing)
 	return c.onAdmin(st.Target, func(sh fleet.Shard, client *goredis.Client) error {
-		me := sh.Addr + dbSuffix(sh.DB)
+		me := fleetServer(sh)
 		return scanAll(ctx, client, func(keys []string) error {
 			stale := []string{fenceKey}
 			for _, k := range keys {
-				if !isInternal(k) && server(st.Target, to.Locate(k)) == me && server(st.Shards, from.Locate(k)) != me {
+				if !isInternal(k) && to(k) == me && from(k) != me {
 					stale = append(stale, k)
 				}
 			}
 			if len(stale) == 1 {
 				return nil
 			}
-			n, err := client.Eval(ctx, dropStaleScript, stale, st.Change).Int()
+			n, err := client.Eval(ctx, dropStaleScript, stale, st.MovingEpoch()).Int()
 			if err == nil && n < 0 {
-				err = errors.New("the server is already marked moved for this resharding: removing stale copies now would remove moved keys")
+				err = errors.New("the server is already marked moved for this resharding or a later one: removing stale copies now would remove moved keys")
 			}
 			return err
 		})
 	})
+}
+
+// servers returns the function that gives a key's owner's fleetServer in
+// list, placed by r.
+func servers(list []fleet.Shard, r *ring.Ring) func(string) string {
+	names := make([]string, len(list))
+	for i, sh := range list {
+		names[i] = fleetServer(sh)
+	}
+	return func(key string) string { return names[r.Locate(key)] }
 }
 
 // scanAll calls fn with every page of a SCAN of client's DB.
@@ -442,18 +490,20 @@ func scanAll(ctx context.Context, client *goredis.Client, fn func([]string) erro
 	return nil
 }
 
-// raiseFenceScript raises the fence epoch (KEYS[1] "epoch") to ARGV[1],
-// never lowers it.
-const raiseFenceScript = `
-local f = tonumber(redis.call('HGET', KEYS[1], 'epoch') or '0')
-if f < tonumber(ARGV[1]) then redis.call('HSET', KEYS[1], 'epoch', ARGV[1]) end
+// raiseScript raises field ARGV[1] of the fence (KEYS[1]: "epoch" or
+// "moved") to ARGV[2], never lowers it: a fence that lands late (a driver
+// paused past its lease) changes nothing a later one set.
+const raiseScript = `
+local f = tonumber(redis.call('HGET', KEYS[1], ARGV[1]) or '0')
+if f < tonumber(ARGV[2]) then redis.call('HSET', KEYS[1], ARGV[1], ARGV[2]) end
 return 1`
 
 // Fence implements fleet.Backend: on each source (a shard of st.Shards
 // that loses keys), in this order, it raises the fence of its DB to
 // st.MovingEpoch(), closes the fleet's connections to that DB named with
 // an older epoch (CLIENT LIST, CLIENT KILL ID), and marks the DB moved for
-// st.Change; it marks every other shard of both lists moved.
+// the Moving epoch; it marks every other shard of both lists moved. Both
+// marks are only ever raised.
 func (b fleetBackend) Fence(ctx context.Context, st fleet.State) error {
 	c := b.c
 	sources, err := c.fleetSources(st)
@@ -463,20 +513,20 @@ func (b fleetBackend) Fence(ctx context.Context, st fleet.State) error {
 	m := st.MovingEpoch()
 	var all []fleet.Shard // every server and DB of both lists, once
 	for _, sh := range append(slices.Clone(st.Shards), st.Target...) {
-		if !slices.ContainsFunc(all, func(o fleet.Shard) bool { return o.Addr == sh.Addr && o.DB == sh.DB }) {
+		if !slices.ContainsFunc(all, func(o fleet.Shard) bool { return fleetServer(o) == fleetServer(sh) }) {
 			all = append(all, sh)
 		}
 	}
 	return c.onAdmin(all, func(sh fleet.Shard, client *goredis.Client) error {
-		if slices.ContainsFunc(st.Shards, func(o fleet.Shard) bool { return sources[shardKey(o)] && o.Addr == sh.Addr && o.DB == sh.DB }) {
-			if err := client.Eval(ctx, raiseFenceScript, []string{fenceKey}, m).Err(); err != nil {
+		if slices.ContainsFunc(st.Shards, func(o fleet.Shard) bool { return sources[shardKey(o)] && fleetServer(o) == fleetServer(sh) }) {
+			if err := client.Eval(ctx, raiseScript, []string{fenceKey}, "epoch", m).Err(); err != nil {
 				return fmt.Errorf("raising the fence: %w", err)
 			}
 			if err := killOlder(ctx, client, sh.DB, m); err != nil {
 				return err
 			}
 		}
-		if err := client.HSet(ctx, fenceKey, "moved", st.Change).Err(); err != nil {
+		if err := client.Eval(ctx, raiseScript, []string{fenceKey}, "moved", m).Err(); err != nil {
 			return fmt.Errorf("marking the server moved: %w", err)
 		}
 		return nil

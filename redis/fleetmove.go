@@ -25,7 +25,8 @@ import (
 const (
 	internalPrefix = "__shardedcache:"
 	// fenceKey is a hash: "epoch", the oldest connection epoch the server
-	// accepts; "moved", the resharding whose moves have begun here.
+	// accepts; "moved", the Moving epoch of the latest resharding whose
+	// moves may begin here (only ever raised).
 	fenceKey = internalPrefix + "fence"
 	// marksKey is a hash on a source: moving key -> the token of its move.
 	marksKey = internalPrefix + "moving"
@@ -40,13 +41,14 @@ func isInternal(key string) bool { return strings.HasPrefix(key, internalPrefix)
 // markScript, on a source: for each key, {"busy", token} when a move
 // marks it, {"gone"} when the source does not hold it, else it marks the
 // key with ARGV[1] and returns {"dump", DUMP, PEXPIRETIME}. In a fleet
-// (ARGV[2] not empty) it refuses (NOTMOVED) on a server that the fence has
-// not marked moved for the resharding ARGV[2]: no key leaves a source
-// before every source is fenced. One process alone is the whole fleet: it
-// has no other process to fence, and passes "".
+// (ARGV[2] not empty) it refuses (NOTMOVED) unless the server is marked
+// moved for exactly the resharding whose Moving epoch is ARGV[2]: no key
+// leaves a source before every source is fenced, and a mover of an older
+// resharding (a process paused past it) moves nothing. One process alone
+// is the whole fleet: it has no other process to fence, and passes "".
 const markScript = `
 if ARGV[2] ~= '' and redis.call('HGET', '` + fenceKey + `', 'moved') ~= ARGV[2] then
-  return redis.error_reply('NOTMOVED this server is not fenced for resharding ' .. ARGV[2])
+  return redis.error_reply('NOTMOVED this server is not fenced for the resharding of Moving epoch ' .. ARGV[2])
 end
 local out = {}
 for i, k in ipairs(KEYS) do
@@ -138,9 +140,10 @@ const fleetSettleAfter = time.Second
 // puts them back, so they need no round trip again).
 type fleetMoves struct {
 	change string
-	// fenced: a fleet's resharding, whose sources are fenced and marked
-	// moved for change (see markScript); false in one process alone.
-	fenced bool
+	// moving is the Moving epoch of a fleet's resharding, whose sources
+	// are fenced and marked moved for it (see markScript); 0 in one
+	// process alone.
+	moving uint64
 	// prev is the previous ring of the window the moves belong to (a
 	// window's views share it): a view of another window, or of none,
 	// has no moves (see moveOn).
@@ -247,8 +250,8 @@ func (f *fleetMoves) try(ctx context.Context, v *view, keys []shardedclient.Movi
 	groups := make([][]goredis.Cmder, v.Len())
 	for from, ks := range bySource {
 		fence := ""
-		if f.fenced {
-			fence = f.change
+		if f.moving > 0 {
+			fence = strconv.FormatUint(f.moving, 10)
 		}
 		marks[from] = evalCmd(ctx, markScript, keyNames(ks), token, fence)
 		groups[from] = []goredis.Cmder{marks[from]}

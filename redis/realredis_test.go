@@ -13,6 +13,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/shardedcache/shardedcache/internal/serverproc"
 	"github.com/shardedcache/shardedcache/redis/internal/commands"
 )
 
@@ -35,7 +36,7 @@ func redisServer(t *testing.T) string {
 	addr := l.Addr().String()
 	_ = l.Close()
 	_, port, _ := net.SplitHostPort(addr)
-	cmd := exec.Command(bin, "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", t.TempDir())
+	cmd := serverproc.Command(bin, "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", t.TempDir())
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -93,7 +93,7 @@ func (c *ShardedClient) BeginResharding(shards []ShardOptions) error {
 	if err := c.clusterSourceErr(shards); err != nil {
 		return err
 	}
-	return c.switchShards(shards, c.beginWindow(newMoveID(), false, func(v *view) error {
+	return c.switchShards(shards, c.beginWindow(newMoveID(), 0, func(v *view) error {
 		return dropStale(context.Background(), v)
 	}))
 }
@@ -308,11 +308,11 @@ func (c *ShardedClient) moveOn(ctx context.Context, v *view, keys []shardedclien
 }
 
 // beginWindow opens a resharding window to shards (BeginMove) whose keys
-// move by the protocol of package fleet under the ID change (fenced: a
-// fleet's, see fleetMoves): after prepare (the servers' state, and what
-// the caller adds in also), the moves are bound to the window before it
-// serves a command.
-func (c *ShardedClient) beginWindow(change string, fenced bool, also func(*view) error) func([]Shard, func(*view) error) error {
+// move by the protocol of package fleet under the ID change (moving: the
+// Moving epoch of a fleet's, see fleetMoves; 0 alone): after prepare (the
+// servers' state, and what the caller adds in also), the moves are bound
+// to the window before it serves a command.
+func (c *ShardedClient) beginWindow(change string, moving uint64, also func(*view) error) func([]Shard, func(*view) error) error {
 	return func(sh []Shard, prepare func(*view) error) error {
 		return c.shards.BeginMove(sh, func(v *view) error {
 			if err := prepare(v); err != nil {
@@ -323,7 +323,7 @@ func (c *ShardedClient) beginWindow(change string, fenced bool, also func(*view)
 					return err
 				}
 			}
-			c.fleet.moves.Store(&fleetMoves{change: change, fenced: fenced, prev: v.Previous()})
+			c.fleet.moves.Store(&fleetMoves{change: change, moving: moving, prev: v.Previous()})
 			return nil
 		})
 	}

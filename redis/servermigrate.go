@@ -149,6 +149,7 @@ var ErrServerSide = errors.New("shardedcache: server-side migration refused")
 // Batches run at once unless the gate holds them back (see enter); a batch
 // holds it until its keys are settled.
 func (s *serverSide) move(ctx context.Context, v *view, keys []shardedclient.MovingKey, viaClient func(context.Context, *view, []shardedclient.MovingKey) moveCounts) moveCounts {
+	defer dropKeys(v, keys) // the new owner's server wrote them, not its client
 	srv := func(i int) string { return s.server[v.ID(i)] }
 	var local []shardedclient.MovingKey
 	keys = slices.DeleteFunc(slices.Clone(keys), func(k shardedclient.MovingKey) bool {

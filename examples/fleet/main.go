@@ -90,15 +90,11 @@ func run() error {
 	target := append(append([]fleet.Shard{}, initial...), fleet.Shard{Name: "d", Addr: servers[3]})
 
 	// The store starts with the three shards.
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{endpoint}, DialTimeout: 2 * time.Second})
+	store, closeStore, err := openStore(endpoint)
 	if err != nil {
 		return err
 	}
-	defer cli.Close()
-	store, err := etcdstore.New(cli, prefix)
-	if err != nil {
-		return err
-	}
+	defer closeStore()
 	ctx := context.Background()
 	if _, err := store.Swap(ctx, 0, fleet.State{Epoch: 1, Step: fleet.Stable, Shards: initial}); err != nil {
 		return err
@@ -221,15 +217,11 @@ func worker(id, endpoint, initial string) error {
 	if err := json.Unmarshal([]byte(initial), &shards); err != nil {
 		return err
 	}
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{endpoint}, DialTimeout: 2 * time.Second})
+	store, closeStore, err := openStore(endpoint)
 	if err != nil {
 		return err
 	}
-	defer cli.Close()
-	store, err := etcdstore.New(cli, prefix)
-	if err != nil {
-		return err
-	}
+	defer closeStore()
 	rdb, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: options(shards)})
 	if err != nil {
 		return err
@@ -260,6 +252,21 @@ func worker(id, endpoint, initial string) error {
 		}
 		last[k] = v
 	}
+}
+
+// openStore connects to etcd at endpoint and returns the fleet's store
+// there, and the function that closes the connection.
+func openStore(endpoint string) (*etcdstore.Store, func(), error) {
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{endpoint}, DialTimeout: 2 * time.Second})
+	if err != nil {
+		return nil, nil, err
+	}
+	store, err := etcdstore.New(cli, prefix)
+	if err != nil {
+		cli.Close()
+		return nil, nil, err
+	}
+	return store, func() { cli.Close() }, nil
 }
 
 // startServer starts bin with the arguments args gives for a free port,

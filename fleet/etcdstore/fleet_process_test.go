@@ -38,6 +38,7 @@ import (
 	"github.com/shardedcache/shardedcache/fleet"
 	"github.com/shardedcache/shardedcache/fleet/etcdstore"
 	"github.com/shardedcache/shardedcache/fleet/etcdstore/internal/etcdtest"
+	"github.com/shardedcache/shardedcache/internal/serverproc"
 	shardedredis "github.com/shardedcache/shardedcache/redis"
 	"github.com/shardedcache/shardedcache/ring"
 )
@@ -160,6 +161,7 @@ func runWorker(t *testing.T) {
 					}
 				}
 				octx, cancel := context.WithTimeout(ctx, 2*time.Second)
+				var err error // this goroutine's own
 				mine := keyName(worker, g, rng.IntN(keysPerGoroutine))
 				o := op{Key: mine, Start: time.Now().UnixNano()}
 				switch r := rng.IntN(100); {
@@ -240,8 +242,7 @@ func startRedis(t *testing.T) *redisServer {
 	}
 	port := l.Addr().(*net.TCPAddr).Port
 	l.Close()
-	cmd := exec.Command(bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd := serverproc.Command(bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no")
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

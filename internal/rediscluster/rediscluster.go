@@ -20,6 +20,8 @@ import (
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/shardedcache/shardedcache/internal/serverproc"
 )
 
 // Node is one redis-server of the cluster.
@@ -133,7 +135,7 @@ func (n *Node) start(ctx context.Context, nodeTimeout time.Duration) error {
 		args = append(args, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
 			"--cluster-node-timeout", strconv.FormatInt(nodeTimeout.Milliseconds(), 10))
 	}
-	n.cmd = exec.Command(n.bin, append(args, n.args...)...)
+	n.cmd = serverproc.Command(n.bin, append(args, n.args...)...)
 	n.exited = make(chan struct{})
 	if err := n.cmd.Start(); err != nil {
 		return err

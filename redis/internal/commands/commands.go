@@ -86,6 +86,7 @@ type keySpec struct {
 	lastKey, keyStep, limit int  // "range"
 	keyNumIdx, firstKey     int  // "keynum" (relative to the begin position)
 	notKey                  bool // flags contain "not_key" (a channel, say)
+	write                   bool // the command may change these keys (see gen's writes)
 }
 
 // ErrUnknown is matched (errors.Is) by the error of Lookup for a command or
@@ -290,14 +291,64 @@ func Arg(a any) (s string, ok bool) {
 // key specification is "unknown" (the caller must know the command) or when
 // args are too short for the specification.
 func (c *Info) KeyPositions(args []any, f func(pos int)) error {
+	return c.positions(args, false, f)
+}
+
+// WrittenKeys calls f with the position in args of each key that the
+// command may write (set, change, delete or expire), in order: the keys of
+// its key specifications flagged RW, OW or RM in Redis's table, every key
+// of a module command registered "write", and SORT's STORE destination. A
+// script's or function's declared keys count as written (EVAL, FCALL; not
+// EVAL_RO, FCALL_RO). It fails as KeyPositions does.
+func (c *Info) WrittenKeys(args []any, f func(pos int)) error {
+	return c.positions(args, true, f)
+}
+
+// Writes reports whether the command may write a key (WrittenKeys may
+// find one): a cheap test before WrittenKeys.
+func (c *Info) Writes() bool {
+	if c.sortLike {
+		return c.Name == "sort"
+	}
+	for i := range c.specs {
+		if c.specs[i].write {
+			return true
+		}
+	}
+	return false
+}
+
+// storeDest calls f with the position of the argument after each STORE of
+// a SORT: its destination, the one key SORT writes. It accepts the BY and
+// GET patterns that sortKeys refuses (SORT sends them as is over one
+// server), and takes a pattern or LIMIT value spelled "store" for a
+// keyword: one key more dropped from a cache, never one less.
+func storeDest(args []any, f func(pos int)) {
+	for i := 2; i+1 < len(args); i++ {
+		if a, _ := Arg(args[i]); strings.EqualFold(a, "store") {
+			f(i + 1)
+		}
+	}
+}
+
+// positions calls f with the position of each key, or of each written key
+// (written).
+func (c *Info) positions(args []any, written bool, f func(pos int)) error {
 	if c.Arity > 0 && len(args) != c.Arity || c.Arity < 0 && len(args) < -c.Arity {
 		return fmt.Errorf("%w for %q: %d", ErrArity, c.Name, len(args)-1)
+	}
+	if c.sortLike && written {
+		storeDest(args, f)
+		return nil
 	}
 	if c.sortLike {
 		return sortKeys(c, args, f)
 	}
 	for i := range c.specs {
 		s := &c.specs[i] // not a copy per spec: this is every command's path
+		if written && !s.write {
+			continue
+		}
 		if s.unknown {
 			return fmt.Errorf("%q: keys cannot be found from its arguments alone", c.Name)
 		}

@@ -21,6 +21,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/shardedcache/shardedcache/internal/serverproc"
 )
 
 // Server is a running etcd process.
@@ -133,7 +135,9 @@ func startOnce(bin, dir string) (*Server, error) {
 	s := &Server{Endpoint: client, log: &syncBuffer{}, exited: make(chan struct{})}
 	// A short heartbeat makes the server's smallest lease TTL 1 s
 	// (1.5 election timeouts) instead of 2 s, for the lease-loss tests.
-	s.cmd = exec.Command(bin,
+	// Its own process group (Stop kills the group), killed by the kernel
+	// when the test binary dies (serverproc).
+	s.cmd = serverproc.Command(bin,
 		"--name", "etcdtest",
 		"--data-dir", dir,
 		"--listen-client-urls", client,
@@ -149,7 +153,6 @@ func startOnce(bin, dir string) (*Server, error) {
 		"--log-level", "warn",
 	)
 	s.cmd.Stdout, s.cmd.Stderr = s.log, s.log
-	s.cmd.SysProcAttr = procAttr()
 	if err := s.cmd.Start(); err != nil {
 		return nil, fmt.Errorf("etcdtest: start %s: %w", bin, err)
 	}

@@ -39,6 +39,17 @@ var decisions = []decision{
 	// RedisJSON registers JSON.MGET with keys (1, 1, 1), which names its
 	// first key only: its keys are every argument but the last (the path).
 	{label: "keys are all arguments but the path", names: []string{"json.mget"}, apply: routeBy(spec{index: 1, lastKey: -2, keyStep: 1})},
+	// Modules register a command "readonly" or "write" as a whole, and
+	// their legacy key triples (and RedisTimeSeries's key specifications)
+	// carry no RO flag: these are the ones registered "readonly"
+	// (RedisJSON's lib.rs, RedisTimeSeries's module.c, the vector sets'
+	// vset.c), so that a client-side cache does not drop their keys as
+	// written (see Info.WrittenKeys).
+	{label: "registered readonly", names: []string{
+		"json.arrindex", "json.arrlen", "json.debug", "json.get", "json.objkeys", "json.objlen", "json.resp", "json.strlen", "json.type",
+		"ts.get", "ts.info", "ts.range", "ts.revrange",
+		"vcard", "vdim", "vemb", "vgetattr", "vinfo", "vismember", "vlinks", "vrandmember", "vsim",
+	}, apply: readOnly},
 
 	// Commands that go-redis v9.23 sends and no published spec covers:
 	// their syntax, from go-redis's argument builders.
@@ -111,6 +122,13 @@ var decisions = []decision{
 		apply: refuseSharded("a search index covers only the keys of its own shard, so its queries have no sharded meaning", "run FT commands on each shard with ForEachShard")},
 	{label: "refused: TS filter queries", names: []string{"ts.mget", "ts.mrange", "ts.mrevrange"},
 		apply: refuseSharded("FILTER selects series on every shard, and go-redis's maps of series do not merge", "")},
+}
+
+// readOnly marks every key of a command read, not written.
+func readOnly(e *entry) {
+	for i := range e.specs {
+		e.specs[i].write = false
+	}
 }
 
 func byKeys(e *entry)    { e.request, e.response = "ByKeys", "Default" }

@@ -60,6 +60,7 @@ type spec struct {
 	lastKey, keyStep, limit int
 	keyNumIdx, firstKey     int
 	notKey                  bool
+	write                   bool // see writes
 }
 
 // The tips of Redis 7 that set the policies. all_nodes (CONFIG SET, SCRIPT
@@ -238,7 +239,7 @@ func parseCommandInfo(r json.RawMessage, source string) (*entry, error) {
 			keynum:  s.FindKeys.Type == "keynum",
 			lastKey: s.FindKeys.Spec.LastKey, keyStep: s.FindKeys.Spec.KeyStep, limit: s.FindKeys.Spec.Limit,
 			keyNumIdx: s.FindKeys.Spec.KeyNumIdx, firstKey: s.FindKeys.Spec.FirstKey,
-			notKey: slices.Contains(s.Flags, "not_key"),
+			notKey: slices.Contains(s.Flags, "not_key"), write: writes(s.Flags),
 		})
 	}
 	for _, sr := range subs {
@@ -342,7 +343,7 @@ func (se srcEntry) entry() (*entry, error) {
 		if len(se.Keys) != 3 || se.KeySpecs != nil {
 			return nil, errors.New("keys is (first, last, step), instead of key_specs")
 		}
-		e.specs = []spec{legacy(se.Keys[0], se.Keys[1], se.Keys[2])}
+		e.specs = []spec{legacy(se.Keys[0], se.Keys[1], se.Keys[2])} // a module's: see writes
 	}
 	for _, s := range se.KeySpecs {
 		var k spec
@@ -363,16 +364,35 @@ func (se srcEntry) entry() (*entry, error) {
 			k.unknown = true
 		}
 		k.notKey = slices.Contains(s.Flags, "not_key")
+		k.write = writes(s.Flags)
 		e.specs = append(e.specs, k)
 	}
 	return e, nil
+}
+
+// writes reports whether a key specification with flags may change its
+// keys: flagged RW, OW or RM (Redis's "read-write", "overwrite", "remove";
+// RO is read only), or flagged with none of them, as the legacy key triples
+// of module commands are (a module registers "readonly" or "write" for the
+// whole command: decisions.go marks the modules' readonly commands) and the
+// not_key channels (which name no key, so no cache holds them).
+func writes(flags []string) bool {
+	for _, f := range flags {
+		switch f {
+		case "RW", "OW", "RM":
+			return true
+		case "RO":
+			return false
+		}
+	}
+	return !slices.Contains(flags, "not_key")
 }
 
 // legacy is the key specification of a legacy (first key, last key, step)
 // triple, as Redis derives it for a command without key specifications: the
 // keys from first to last (negative: counted from the end) every step.
 func legacy(first, last, step int) spec {
-	s := spec{index: first, keyStep: step, lastKey: last}
+	s := spec{index: first, keyStep: step, lastKey: last, write: true}
 	if last >= 0 {
 		s.lastKey = last - first
 	}
@@ -461,5 +481,6 @@ func writeSpec(b *bytes.Buffer, s spec) {
 	add("keyNumIdx", s.keyNumIdx, s.keyNumIdx == 0)
 	add("firstKey", s.firstKey, s.firstKey == 0)
 	add("notKey", s.notKey, !s.notKey)
+	add("write", s.write, !s.write)
 	fmt.Fprintf(b, "{%s},", strings.Join(fields, ", "))
 }

@@ -1,0 +1,106 @@
+package integration_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/shardedcache/shardedcache/fleet"
+	shardedredis "github.com/shardedcache/shardedcache/redis"
+)
+
+// attackReleaseBeforeMigrate releases a held write, waits for its driver
+// to end, then migrates.
+type attackReleaseBeforeMigrate struct {
+	fleet.Backend
+	release chan struct{}
+	done    chan error
+}
+
+func (b attackReleaseBeforeMigrate) Migrate(ctx context.Context, st fleet.State, p func(fleet.Progress)) error {
+	close(b.release)
+	<-b.done
+	return b.Backend.Migrate(ctx, st, p)
+}
+
+// TestAttackFleetLateFence: driver D1 of change X (2 -> 3) has its Fence's
+// raise of the moved mark on s2 delayed (paused, lease lost). D2 resumes X to
+// its end and starts Y (3 -> 4, s2 loses keys to s3). D1's HSET lands once
+// Y is Moving: s2 is marked moved for X again, so every move off s2 is
+// refused (NOTMOVED) and the migration of Y cannot finish, nor can Resume
+// finish it (it does not fence again).
+func TestAttackFleetLateFence(t *testing.T) {
+	bin := realRedisBin(t)
+	shards := make([]shardedredis.ShardOptions, 4)
+	list := make([]fleet.Shard, 4)
+	for i := range shards {
+		p := startRedisProc(t, bin, "")
+		shards[i] = shardedredis.ShardOptions{Name: fmt.Sprintf("s%d", i), Addr: p.addr}
+		list[i] = fleet.Shard{Name: shards[i].Name, Addr: p.addr}
+	}
+	c, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: shards[:2]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	store := &fleet.MemStore{}
+	m, err := c.JoinFleet(ctx, store, fleet.MemberOptions{Initial: list[:2]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	for i := range 300 {
+		if err := c.Set(ctx, fmt.Sprint("lf:", i), i, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	held, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	d1, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: shards[:2], Options: &goredis.Options{
+		Dialer: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			cn, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+			if err != nil || addr != list[2].Addr {
+				return cn, err
+			}
+			return attackHoldConn{Conn: cn, marker: []byte("\r\nmoved\r\n"), held: held, release: release, once: &once}, nil
+		},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d1.Close()
+	d1done := make(chan error, 1)
+	go func() {
+		_, err := fleet.Reshard(ctx, attackExpiredLockStore{store}, d1.FleetBackend(shardedredis.MigrateOptions{}), list[:3], fleet.DriverOptions{})
+		d1done <- err
+	}()
+	select {
+	case <-held:
+	case <-time.After(10 * time.Second):
+		t.Fatal("D1's fence of s2 was not sent")
+	}
+	backend := c.FleetBackend(shardedredis.MigrateOptions{})
+	if _, err := fleet.Resume(ctx, store, backend, fleet.DriverOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	_, err = fleet.Reshard(rctx, store, attackReleaseBeforeMigrate{backend, release, d1done}, list, fleet.DriverOptions{})
+	if err != nil {
+		rctx2, cancel2 := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel2()
+		_, err2 := fleet.Resume(rctx2, store, backend, fleet.DriverOptions{})
+		var users []string
+		for i := range 300 {
+			if err := c.Get(ctx, fmt.Sprint("lf:", i)).Err(); err != nil {
+				users = append(users, err.Error())
+			}
+		}
+		t.Fatalf("change Y after D1's late fence: %v; Resume: %v; %d of 300 user GETs fail, e.g. %v", err, err2, len(users), users[:min(1, len(users))])
+	}
+}

@@ -1,0 +1,7 @@
+//go:build !unix
+
+package serverproc
+
+import "os/exec"
+
+func dieWithParent(*exec.Cmd) {}

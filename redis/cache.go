@@ -1,0 +1,225 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/shardedcache/shardedcache/redis/internal/commands"
+	"github.com/shardedcache/shardedcache/shardedclient"
+)
+
+// Client-side caching, in one place. go-redis caches the replies of its
+// read commands (GET, MGET, HGET, ...) in a shard client's own cache and
+// drops an entry when the server's invalidation for its key arrives (CLIENT
+// TRACKING, RESP3 pushes). It applies invalidations asynchronously: on the
+// next read of the connection that carries one, or at the next tick of its
+// drainer (ClientSideCacheConfig.DrainInterval, 5 ms by default). So a
+// process that writes a key and reads it back can be served the value it
+// replaced until the invalidation of its own write arrives.
+//
+// The sharded client adds read-your-writes on top of go-redis's cache,
+// without a cache of its own:
+//
+//   - Each shard gets its own go-redis cache (built from
+//     ClientSideCacheConfig by redis.NewLocalCache), which the sharded
+//     client keeps a handle on (the shard options' ClientSideCache). One
+//     cache shared by several shards is refused: a key on one server would
+//     answer for the key of the same name on another.
+//   - writeHook, on every shard client that caches, drops from the shard's
+//     cache every key that a command writes, after the server answered and
+//     before the command returns to its caller: the keys of the command
+//     table's key specifications flagged RW, OW or RM (commands.WrittenKeys),
+//     for single commands, pipelines and transactions alike; all of it for
+//     FLUSHDB and FLUSHALL. The drop is the one that go-redis applies for an
+//     invalidation (Cache.DeleteByRedisKey), which also drops a fetch in
+//     flight for the key, so that a read sent before the write cannot store
+//     the old value after it. A read that starts after the drop reserves
+//     anew and is sent after the server applied the write. The hook is on
+//     the shard's client, not on the router: writes through GetShard, Watch,
+//     ForEachShard, Shards, the movers of resharding and the parts of a
+//     split command are covered as well.
+//   - A move made by the servers themselves (MIGRATE, see serverSide.move)
+//     drops its keys from both owners' caches before the keys' locks are
+//     released; a shard that rejoins after an ejection starts with an empty
+//     cache (its connections, and the invalidations they carried, may have
+//     been lost while it was out).
+//
+// A shard client's cache always answers for its own server: routing is the
+// same with or without caching, so what a read returns differs from an
+// uncached read only by the invalidations not yet applied for writes made
+// elsewhere (another process, a script writing keys it did not declare).
+
+// ownCache returns o with a cache of the shard's own: when o enables
+// caching by ClientSideCacheConfig only, ClientSideCache is set to a new
+// go-redis LocalCache built from it, so that the sharded client holds the
+// cache whose entries it drops (go-redis hands out no handle on the cache it
+// builds itself).
+func ownCache(o goredis.Options) goredis.Options {
+	if o.ClientSideCache == nil && o.ClientSideCacheConfig != nil {
+		o.ClientSideCache = goredis.NewLocalCache(*o.ClientSideCacheConfig)
+	}
+	return o
+}
+
+// sharedCacheErr refuses one Cache for several shards, and a cache in the
+// options shared by every shard (ShardedOptions.Options): the servers are
+// different, so one key name would share one entry across them.
+func sharedCacheErr(shards []Shard) error {
+	seen := make(map[goredis.Cache]int, len(shards))
+	for i, sh := range shards {
+		cache := cacheOf(sh.Client)
+		if cache == nil {
+			continue
+		}
+		if j, dup := seen[cache]; dup {
+			return fmt.Errorf("shardedcache: shards %d (%q, %s) and %d (%q, %s) share one ClientSideCache; "+
+				"give each shard its own (or set ClientSideCacheConfig: each shard then gets its own cache)",
+				j, shards[j].Name, shards[j].Addr, i, sh.Name, sh.Addr)
+		}
+		seen[cache] = i
+	}
+	return nil
+}
+
+// errUnreachableCache is the refusal of a client given to
+// NewShardedClientFromClients whose cache the sharded client cannot reach.
+var errUnreachableCache = errors.New("its options enable client-side caching by ClientSideCacheConfig, and go-redis gives no handle on " +
+	"the cache it builds from it: build the client with ClientSideCache: redis.NewLocalCache(config), so that the sharded " +
+	"client can drop the keys it writes")
+
+// reachableCache returns errUnreachableCache for a client whose cache the
+// sharded client could not drop entries of.
+func reachableCache(c *goredis.Client) error {
+	if o := c.Options(); o.ClientSideCacheConfig != nil && o.ClientSideCache == nil && o.Protocol != 2 {
+		return errUnreachableCache
+	}
+	return nil
+}
+
+// cacheOf returns the go-redis cache of a shard's client, or nil when it
+// does not cache (or is nil: NewShardedClientFromClients refuses it).
+func cacheOf(c *goredis.Client) goredis.Cache {
+	if c == nil {
+		return nil
+	}
+	if o := c.Options(); o.Protocol != 2 {
+		return o.ClientSideCache
+	}
+	return nil
+}
+
+// addWriteHook adds a writeHook to c when it caches.
+func addWriteHook(c *goredis.Client) {
+	if cache := cacheOf(c); cache != nil {
+		c.AddHook(writeHook{cache: cache, prefix: cacheKeyPrefix(c.Options())})
+	}
+}
+
+// cacheKeyPrefix is the prefix of the Redis keys in a go-redis cache: its
+// namespace of DB and user name, as go-redis v9.23's cscNamespacePrefix
+// writes it ("<db>\x00<len(user)>:<user>\x00"). The read-your-writes tests
+// fail if a later go-redis spells it otherwise.
+func cacheKeyPrefix(o *goredis.Options) string {
+	return strconv.Itoa(o.DB) + "\x00" + strconv.Itoa(len(o.Username)) + ":" + o.Username + "\x00"
+}
+
+// writeHook drops, from a shard client's cache, the keys that its commands
+// write, once they have run (see the top of this file).
+type writeHook struct {
+	cache  goredis.Cache
+	prefix string
+}
+
+func (writeHook) DialHook(next goredis.DialHook) goredis.DialHook { return next }
+
+func (h writeHook) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
+	return func(ctx context.Context, cmd goredis.Cmder) error {
+		err := next(ctx, cmd)
+		h.drop(cmd)
+		return err
+	}
+}
+
+// ProcessPipelineHook serves pipelines and transactions (MULTI and EXEC
+// write no key). A command that failed is dropped too: a write whose reply
+// was lost may have run.
+func (h writeHook) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []goredis.Cmder) error {
+		err := next(ctx, cmds)
+		for _, cmd := range cmds {
+			h.drop(cmd)
+		}
+		return err
+	}
+}
+
+// drop removes the keys that cmd writes from the cache: every entry for
+// FLUSHDB and FLUSHALL.
+func (h writeHook) drop(cmd goredis.Cmder) {
+	args := cmd.Args()
+	info, err := commands.Lookup(args)
+	switch {
+	case err != nil:
+		return
+	case info.Name == "flushdb" || info.Name == "flushall":
+		h.cache.Flush()
+		return
+	case !info.Writes():
+		return
+	}
+	_ = info.WrittenKeys(args, func(pos int) {
+		if key, ok := commands.Arg(args[pos]); ok {
+			h.cache.DeleteByRedisKey(h.prefix + key)
+		}
+	})
+}
+
+// dropKeys drops the moving keys from the caches of both their owners.
+func dropKeys(v *view, keys []shardedclient.MovingKey) {
+	for _, k := range keys {
+		for _, i := range [2]int{k.From, k.To} {
+			if cache := cacheOf(v.Client(i)); cache != nil {
+				cache.DeleteByRedisKey(cacheKeyPrefix(v.Client(i).Options()) + k.Key)
+			}
+		}
+	}
+}
+
+// flushOnRejoin returns a Health.OnRejoin that empties the cache of a
+// shard that rejoins, then runs next (the policy's own, if any).
+func flushOnRejoin(next func(context.Context, *goredis.Client) error) func(context.Context, *goredis.Client) error {
+	return func(ctx context.Context, c *goredis.Client) error {
+		if cache := cacheOf(c); cache != nil {
+			cache.Flush()
+		}
+		if next == nil {
+			return nil
+		}
+		return next(ctx, c)
+	}
+}
+
+// ShardCacheStats is one shard's client-side cache statistics: go-redis's
+// CSCStats of the shard's client (hits and misses since the client was
+// made, entries and their estimated bytes now), all zero for a shard that
+// does not cache.
+type ShardCacheStats struct {
+	shardedclient.ShardRef
+	goredis.CSCStats
+}
+
+// CacheStats returns every shard's client-side cache statistics, in ring
+// order (see ShardCacheStats). A shard's counters start again from zero when
+// it gets a new client (SetShards with new options or a new address).
+func (c *ShardedClient) CacheStats() []ShardCacheStats {
+	shards := c.shards.AllShards()
+	out := make([]ShardCacheStats, len(shards))
+	for i, sh := range shards {
+		out[i] = ShardCacheStats{ShardRef: shardedclient.ShardRef{Index: i, Name: sh.Name, Addr: sh.Addr}, CSCStats: sh.Client.CSCStats()}
+	}
+	return out
+}

@@ -1,0 +1,65 @@
+package redis
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/alicebob/miniredis/v2"
+	goredis "github.com/redis/go-redis/v9"
+)
+
+// ClientSideCacheConfig in the shared options gives each shard a go-redis
+// cache of its own, which the sharded client holds (the shard's
+// ClientSideCache); the caller's options are not modified.
+func TestCachePerShard(t *testing.T) {
+	a, b := miniredis.RunT(t), miniredis.RunT(t)
+	shared := &goredis.Options{Protocol: 3, ClientSideCacheConfig: &goredis.ClientSideCacheConfig{MaxEntries: 100}}
+	c, err := NewShardedClient(&ShardedOptions{Shards: []ShardOptions{{Addr: a.Addr()}, {Addr: b.Addr()}}, Options: shared})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	opts := c.ShardOptions()
+	c0, ok0 := opts[0].ClientSideCache.(*goredis.LocalCache)
+	c1, ok1 := opts[1].ClientSideCache.(*goredis.LocalCache)
+	if !ok0 || !ok1 || c0 == c1 {
+		t.Errorf("shard caches %T %p and %T %p, want two distinct *redis.LocalCache", opts[0].ClientSideCache, c0, opts[1].ClientSideCache, c1)
+	}
+	if shared.ClientSideCache != nil {
+		t.Error("the shared options were given a cache")
+	}
+}
+
+// One Cache for several shards is refused, naming both; for one shard it
+// is the shard's own.
+func TestCacheSharedRefused(t *testing.T) {
+	a, b := miniredis.RunT(t), miniredis.RunT(t)
+	one := goredis.NewLocalCache(goredis.CacheConfig{MaxEntries: 100})
+	shared := &goredis.Options{Protocol: 3, ClientSideCache: one}
+	_, err := NewShardedClient(&ShardedOptions{Shards: []ShardOptions{{Name: "a", Addr: a.Addr()}, {Name: "b", Addr: b.Addr()}}, Options: shared})
+	want := `shardedcache: shards 0 ("a", ` + a.Addr() + `) and 1 ("b", ` + b.Addr() + `) share one ClientSideCache`
+	if err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("NewShardedClient = %v, want an error starting %q", err, want)
+	}
+	c, err := NewShardedClient(&ShardedOptions{Shards: []ShardOptions{{Name: "a", Addr: a.Addr()}}, Options: shared})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if c.ShardOptions()[0].ClientSideCache != one {
+		t.Error("the one shard does not have the cache given")
+	}
+}
+
+// A client given with ClientSideCacheConfig only is refused: its cache
+// cannot be reached to drop the keys the client writes.
+func TestCacheUnreachableRefused(t *testing.T) {
+	a := miniredis.RunT(t)
+	cl := goredis.NewClient(&goredis.Options{Addr: a.Addr(), Protocol: 3, ClientSideCacheConfig: &goredis.ClientSideCacheConfig{MaxEntries: 100}})
+	defer cl.Close()
+	_, err := NewShardedClientFromClients([]Shard{{Name: "a", Client: cl}}, nil)
+	if !errors.Is(err, errUnreachableCache) || !strings.HasPrefix(err.Error(), `shardedcache: shard 0 ("a"): `) {
+		t.Errorf("NewShardedClientFromClients = %v, want errUnreachableCache naming shard 0", err)
+	}
+}
