@@ -1,7 +1,6 @@
 package integration_test
 
 import (
-	"fmt"
 	goredis "github.com/redis/go-redis/v9"
 	"testing"
 
@@ -13,31 +12,14 @@ import (
 // DB 1 of its server (same name) must keep every key, and leave no copy on
 // DB 0.
 func TestAttackFleetMoveToOtherDB(t *testing.T) {
-	list, c := attackFleetSetup(t, 2)
-	store := &fleet.MemStore{}
-	m, err := c.JoinFleet(ctx, store, fleet.MemberOptions{Initial: list})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
 	const n = 200
-	for i := range n {
-		if err := c.Set(ctx, fmt.Sprint("db:", i), i, 0).Err(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	list, c, store := attackFleetJoined(t, 2, "db:", n)
 	target := append([]fleet.Shard(nil), list...)
 	target[1].DB = 1
 	if _, err := fleet.Reshard(ctx, store, c.FleetBackend(shardedredis.MigrateOptions{}), target, fleet.DriverOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	lost := 0
-	for i := range n {
-		v, err := c.Get(ctx, fmt.Sprint("db:", i)).Result()
-		if err != nil || v != fmt.Sprint(i) {
-			lost++
-		}
-	}
+	lost := attackLost(c, "db:", n)
 	raw := func(db int) int64 {
 		r := goredis.NewClient(&goredis.Options{Addr: list[1].Addr, DB: db})
 		defer r.Close()

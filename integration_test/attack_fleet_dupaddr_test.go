@@ -15,18 +15,7 @@ import (
 // it before storing anything. Observed: the check comes after the fence,
 // and the fleet is left in Moving with its sources fenced.
 func TestAttackFleetDuplicateAddressTarget(t *testing.T) {
-	list, c := attackFleetSetup(t, 2)
-	store := &fleet.MemStore{}
-	m, err := c.JoinFleet(ctx, store, fleet.MemberOptions{Initial: list})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
-	for i := range 100 {
-		if err := c.Set(ctx, fmt.Sprint("du:", i), i, 0).Err(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	list, c, store := attackFleetJoined(t, 2, "du:", 100)
 	bad := append(append([]fleet.Shard(nil), list...), fleet.Shard{Name: "s2", Addr: list[0].Addr})
 	_, rerr := fleet.Reshard(ctx, store, c.FleetBackend(shardedredis.MigrateOptions{}), bad, fleet.DriverOptions{})
 	st, _, _ := store.Load(ctx)

@@ -46,6 +46,41 @@ func (c attackHoldConn) Write(p []byte) (int, error) {
 	return c.Conn.Write(p)
 }
 
+// attackHeldDriver starts driver D1 of the change from list[:2] to
+// list[:3] (shards are list's options), whose lock is taken as lost at
+// once, with the first write to list[2] that holds marker held back in the
+// network; it returns once that write is held, with the channel that
+// releases it and the one D1's end is sent on.
+func attackHeldDriver(t *testing.T, shards []shardedredis.ShardOptions, list []fleet.Shard, store *fleet.MemStore, marker, what string) (release chan struct{}, d1done chan error) {
+	t.Helper()
+	held, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	d1, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: shards[:2], Options: &goredis.Options{
+		Dialer: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			cn, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+			if err != nil || addr != list[2].Addr {
+				return cn, err
+			}
+			return attackHoldConn{Conn: cn, marker: []byte(marker), held: held, release: release, once: &once}, nil
+		},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d1.Close() })
+	d1done = make(chan error, 1)
+	go func() {
+		_, err := fleet.Reshard(ctx, attackExpiredLockStore{store}, d1.FleetBackend(shardedredis.MigrateOptions{}), list[:3], fleet.DriverOptions{})
+		d1done <- err
+	}()
+	select {
+	case <-held:
+	case <-time.After(10 * time.Second):
+		t.Fatal(what)
+	}
+	return release, d1done
+}
+
 // TestAttackFleetLateDropStale: driver D1 of change X (2 -> 3 shards) sends
 // its removal of stale copies to the new shard s2; the EVAL is delayed in
 // the network (D1 paused, its lease lost). D2 resumes X to its end, a write
@@ -97,31 +132,7 @@ func TestAttackFleetLateDropStale(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	held, release := make(chan struct{}), make(chan struct{})
-	var once sync.Once
-	d1, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: shards[:2], Options: &goredis.Options{
-		Dialer: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			cn, err := (&net.Dialer{}).DialContext(ctx, network, addr)
-			if err != nil || addr != list[2].Addr {
-				return cn, err
-			}
-			return attackHoldConn{Conn: cn, marker: []byte("UNLINK"), held: held, release: release, once: &once}, nil
-		},
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d1.Close()
-	d1done := make(chan error, 1)
-	go func() {
-		_, err := fleet.Reshard(ctx, attackExpiredLockStore{store}, d1.FleetBackend(shardedredis.MigrateOptions{}), list[:3], fleet.DriverOptions{})
-		d1done <- err
-	}()
-	select {
-	case <-held:
-	case <-time.After(10 * time.Second):
-		t.Fatal("D1's removal of stale copies was not sent")
-	}
+	release, d1done := attackHeldDriver(t, shards, list, store, "UNLINK", "D1's removal of stale copies was not sent")
 	backend := c.FleetBackend(shardedredis.MigrateOptions{})
 	if _, err := fleet.Resume(ctx, store, backend, fleet.DriverOptions{}); err != nil {
 		t.Fatal(err)

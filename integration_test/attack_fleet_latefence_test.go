@@ -3,12 +3,8 @@ package integration_test
 import (
 	"context"
 	"fmt"
-	"net"
-	"sync"
 	"testing"
 	"time"
-
-	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/shardedcache/shardedcache/fleet"
 	shardedredis "github.com/shardedcache/shardedcache/redis"
@@ -59,31 +55,7 @@ func TestAttackFleetLateFence(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	held, release := make(chan struct{}), make(chan struct{})
-	var once sync.Once
-	d1, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: shards[:2], Options: &goredis.Options{
-		Dialer: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			cn, err := (&net.Dialer{}).DialContext(ctx, network, addr)
-			if err != nil || addr != list[2].Addr {
-				return cn, err
-			}
-			return attackHoldConn{Conn: cn, marker: []byte("\r\nmoved\r\n"), held: held, release: release, once: &once}, nil
-		},
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d1.Close()
-	d1done := make(chan error, 1)
-	go func() {
-		_, err := fleet.Reshard(ctx, attackExpiredLockStore{store}, d1.FleetBackend(shardedredis.MigrateOptions{}), list[:3], fleet.DriverOptions{})
-		d1done <- err
-	}()
-	select {
-	case <-held:
-	case <-time.After(10 * time.Second):
-		t.Fatal("D1's fence of s2 was not sent")
-	}
+	release, d1done := attackHeldDriver(t, shards, list, store, "\r\nmoved\r\n", "D1's fence of s2 was not sent")
 	backend := c.FleetBackend(shardedredis.MigrateOptions{})
 	if _, err := fleet.Resume(ctx, store, backend, fleet.DriverOptions{}); err != nil {
 		t.Fatal(err)
