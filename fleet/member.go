@@ -214,8 +214,7 @@ func (m *Member) run(ctx context.Context) {
 }
 
 // apply applies u unless it is not newer than what is applied, retrying a
-// failed Apply until it succeeds or a newer state arrives is not known
-// here: the caller's next watch delivers it.
+// failed Apply every RetryInterval until it succeeds or ctx ends.
 func (m *Member) apply(ctx context.Context, u Update) {
 	m.mu.Lock()
 	cur := m.applied.Epoch

@@ -164,6 +164,8 @@ func (c *ShardedClient) enableFleet() {
 	var b [4]byte
 	_, _ = rand.Read(b[:])
 	c.fleet.member = hex.EncodeToString(b[:])
+	ch := make(chan struct{})
+	c.fleet.changed.Store(&ch)
 	c.build.fence = true
 	c.fleet.on.Store(true)
 }
@@ -284,9 +286,7 @@ func (b fleetBackend) Apply(ctx context.Context, st fleet.State) error {
 	f.applied = st
 	f.epoch.Store(st.Epoch)
 	ch := make(chan struct{})
-	if old := f.changed.Swap(&ch); old != nil {
-		close(*old)
-	}
+	close(*f.changed.Swap(&ch))
 	return nil
 }
 
@@ -300,9 +300,7 @@ func (f *fleetState) await(ctx context.Context, epoch uint64) bool {
 	timer := time.NewTimer(FleetWait)
 	defer timer.Stop()
 	for {
-		ch := make(chan struct{})
-		f.changed.CompareAndSwap(nil, &ch)
-		wait := *f.changed.Load()
+		wait := *f.changed.Load() // set by enableFleet, before on
 		if f.epoch.Load() > epoch {
 			return true
 		}

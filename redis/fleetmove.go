@@ -139,7 +139,7 @@ const fleetSettleAfter = time.Second
 // process: its ID, and the keys known to have left their source (nothing
 // puts them back, so they need no round trip again).
 type fleetMoves struct {
-	change string
+	change string // the fleet's resharding; "" in one process alone
 	// moving is the Moving epoch of a fleet's resharding, whose sources
 	// are fenced and marked moved for it (see markScript); 0 in one
 	// process alone.
@@ -181,7 +181,7 @@ func tokenAge(token string) time.Duration {
 // failed with its move unsettled (its mark stays until a later move or the
 // migration settles it). A mark older than fleetSettleAfter is settled; a
 // younger one is waited for, within ctx. With dead not nil (a
-// migration), a key whose destination is in dead (shard index -> error)
+// migration), a key whose destination is in dead (shard ID -> error: the view may change meanwhile, an ejection)
 // fails at once, and a destination that does not answer a RESTORE nor
 // the settling after it is added: a migration sends it no more batches.
 func (f *fleetMoves) move(ctx context.Context, v *view, keys []shardedclient.MovingKey, dead *sync.Map) moveCounts {
@@ -193,7 +193,7 @@ func (f *fleetMoves) move(ctx context.Context, v *view, keys []shardedclient.Mov
 			continue
 		}
 		if dead != nil {
-			if err, ok := dead.Load(k.To); ok {
+			if err, ok := dead.Load(v.ID(k.To)); ok {
 				counts.failed = append(counts.failed, &KeyMoveError{Key: k.Key, From: v.Label(k.From), To: v.Label(k.To),
 					Err: fmt.Errorf("the new owner stopped answering earlier in this migration; no more keys are sent to it: %w", err.(error))})
 				continue
@@ -337,7 +337,7 @@ func (f *fleetMoves) try(ctx context.Context, v *view, keys []shardedclient.Movi
 		case err != nil:
 			err = restoreErr // the RESTORE's failure, naming the shard (execGroups); the settling's was no better
 			if dead != nil && !isReplyError(err) && !isContextErr(err) {
-				dead.Store(to, err)
+				dead.Store(v.ID(to), err)
 			}
 			for _, k := range ks {
 				fail(k, fmt.Errorf("restoring on the new owner (the move stays unsettled until it answers): %w", err))

@@ -129,7 +129,7 @@ type Migration struct {
 	running  chan struct{} // one slot, held by Run: one run at a time
 	server   *serverSide   // ServerSide: the shards' MIGRATE targets and servers, the transactions' gate
 	// dead holds the new owners that stopped answering in a run (shard
-	// index -> error): they are sent no more keys (see moveOn).
+	// ID -> error): they are sent no more keys (see moveOn).
 	dead sync.Map
 }
 

@@ -2,8 +2,6 @@ package redis
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
@@ -93,16 +91,9 @@ func (c *ShardedClient) BeginResharding(shards []ShardOptions) error {
 	if err := c.clusterSourceErr(shards); err != nil {
 		return err
 	}
-	return c.switchShards(shards, c.beginWindow(newMoveID(), 0, func(v *view) error {
+	return c.switchShards(shards, c.beginWindow("", 0, func(v *view) error {
 		return dropStale(context.Background(), v)
 	}))
-}
-
-// newMoveID returns a random resharding ID, 16 hex digits.
-func newMoveID() string {
-	var b [8]byte
-	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
-	return hex.EncodeToString(b[:])
 }
 
 // clusterSourceErr refuses, with an *UnsupportedError naming the shard, a
@@ -189,11 +180,7 @@ func dropStale(ctx context.Context, v *view) error {
 	for j := range v.FullRing().Len() {
 		// Every server of the shard: one, or every master of a cluster.
 		err := eachServer(ctx, v.Client(j), func(ctx context.Context, client *goredis.Client) error {
-			for cursor, first := uint64(0), true; first || cursor != 0; first = false {
-				keys, next, err := client.Scan(ctx, cursor, "", 1000).Result()
-				if err != nil {
-					return err
-				}
+			return scanAll(ctx, client, func(keys []string) error {
 				var stale []string
 				for _, k := range keys {
 					// j owns k now, or will once it rejoins.
@@ -201,12 +188,8 @@ func dropStale(ctx context.Context, v *view) error {
 						stale = append(stale, k)
 					}
 				}
-				if err := unlinkBySlot(ctx, client, stale); err != nil {
-					return err
-				}
-				cursor = next
-			}
-			return nil
+				return unlinkBySlot(ctx, client, stale)
+			})
 		})
 		if err != nil {
 			return v.Err(j, fmt.Errorf("BeginResharding: removing stale copies: %w", err))
@@ -308,8 +291,8 @@ func (c *ShardedClient) moveOn(ctx context.Context, v *view, keys []shardedclien
 }
 
 // beginWindow opens a resharding window to shards (BeginMove) whose keys
-// move by the protocol of package fleet under the ID change (moving: the
-// Moving epoch of a fleet's, see fleetMoves; 0 alone): after prepare (the
+// move by the protocol of package fleet, for the fleet's resharding change
+// of Moving epoch moving ("" and 0 in one process alone, see fleetMoves): after prepare (the
 // servers' state, and what the caller adds in also), the moves are bound
 // to the window before it serves a command.
 func (c *ShardedClient) beginWindow(change string, moving uint64, also func(*view) error) func([]Shard, func(*view) error) error {

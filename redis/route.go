@@ -438,7 +438,7 @@ func (c *ShardedClient) processOn(ctx context.Context, cmd goredis.Cmder) (err e
 	}
 	if r.shard >= 0 {
 		err := c.send(ctx, v.Client(r.shard), cmd)
-		return v.Finish(ctx, r.shard, err), errors.Is(err, ErrFenced)
+		return v.Finish(ctx, r.shard, err), err != nil && c.fleet.on.Load() && errors.Is(err, ErrFenced)
 	}
 	p, err := planOf(ctx, v, cmd, &r)
 	if err != nil {
