@@ -90,14 +90,7 @@ func attackHeldDriver(t *testing.T, shards []shardedredis.ShardOptions, list []f
 // Expected (package fleet: "every server-side operation it may still have
 // in flight is ... safe whenever it lands"): the write survives.
 func TestAttackFleetLateDropStale(t *testing.T) {
-	bin := realRedisBin(t)
-	shards := make([]shardedredis.ShardOptions, 4)
-	list := make([]fleet.Shard, 4)
-	for i := range shards {
-		p := startRedisProc(t, bin, "")
-		shards[i] = shardedredis.ShardOptions{Name: fmt.Sprintf("s%d", i), Addr: p.addr}
-		list[i] = fleet.Shard{Name: shards[i].Name, Addr: p.addr}
-	}
+	shards, list := fleetServers(t, 4)
 	probe := func(n int) *shardedredis.ShardedClient {
 		c, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: shards[:n]})
 		if err != nil {

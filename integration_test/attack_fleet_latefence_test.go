@@ -31,14 +31,7 @@ func (b attackReleaseBeforeMigrate) Migrate(ctx context.Context, st fleet.State,
 // refused (NOTMOVED) and the migration of Y cannot finish, nor can Resume
 // finish it (it does not fence again).
 func TestAttackFleetLateFence(t *testing.T) {
-	bin := realRedisBin(t)
-	shards := make([]shardedredis.ShardOptions, 4)
-	list := make([]fleet.Shard, 4)
-	for i := range shards {
-		p := startRedisProc(t, bin, "")
-		shards[i] = shardedredis.ShardOptions{Name: fmt.Sprintf("s%d", i), Addr: p.addr}
-		list[i] = fleet.Shard{Name: shards[i].Name, Addr: p.addr}
-	}
+	shards, list := fleetServers(t, 4)
 	c, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: shards[:2]})
 	if err != nil {
 		t.Fatal(err)

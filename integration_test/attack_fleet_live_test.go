@@ -23,14 +23,7 @@ import (
 // replies). At the end every key holds its last acknowledged value or a
 // later attempt, with a TTL, and no shard holds a stray copy.
 func TestAttackFleetLiveCounters(t *testing.T) {
-	bin := realRedisBin(t)
-	shards := make([]shardedredis.ShardOptions, 4)
-	list := make([]fleet.Shard, 4)
-	for i := range shards {
-		p := startRedisProc(t, bin, "")
-		shards[i] = shardedredis.ShardOptions{Name: fmt.Sprintf("s%d", i), Addr: p.addr}
-		list[i] = fleet.Shard{Name: shards[i].Name, Addr: p.addr}
-	}
+	shards, list := fleetServers(t, 4)
 	newClient := func(o *goredis.Options) *shardedredis.ShardedClient {
 		c, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: shards[:3], Options: o})
 		if err != nil {

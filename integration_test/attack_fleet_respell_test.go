@@ -10,9 +10,9 @@ import (
 	shardedredis "github.com/shardedcache/shardedcache/redis"
 )
 
-// attackFleetSetup starts n real redis-servers and a client of them with
-// every one in the fleet list.
-func attackFleetSetup(t *testing.T, n int) ([]fleet.Shard, *shardedredis.ShardedClient) {
+// fleetServers starts n real redis-servers and returns them as the shards
+// s0, s1, ... of a client's options and of a fleet's list.
+func fleetServers(t testing.TB, n int) ([]shardedredis.ShardOptions, []fleet.Shard) {
 	t.Helper()
 	bin := realRedisBin(t)
 	shards := make([]shardedredis.ShardOptions, n)
@@ -22,6 +22,14 @@ func attackFleetSetup(t *testing.T, n int) ([]fleet.Shard, *shardedredis.Sharded
 		shards[i] = shardedredis.ShardOptions{Name: fmt.Sprintf("s%d", i), Addr: p.addr}
 		list[i] = fleet.Shard{Name: shards[i].Name, Addr: p.addr}
 	}
+	return shards, list
+}
+
+// attackFleetSetup starts n real redis-servers and a client of them with
+// every one in the fleet list.
+func attackFleetSetup(t *testing.T, n int) ([]fleet.Shard, *shardedredis.ShardedClient) {
+	t.Helper()
+	shards, list := fleetServers(t, n)
 	c, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: shards})
 	if err != nil {
 		t.Fatal(err)

@@ -17,14 +17,7 @@ import (
 // Expected: a restarted process (or a fleet with a fresh etcd prefix)
 // can use the servers.
 func TestAttackFleetRestartWithNewStore(t *testing.T) {
-	bin := realRedisBin(t)
-	shards := make([]shardedredis.ShardOptions, 3)
-	list := make([]fleet.Shard, 3)
-	for i := range shards {
-		p := startRedisProc(t, bin, "")
-		shards[i] = shardedredis.ShardOptions{Name: fmt.Sprintf("s%d", i), Addr: p.addr}
-		list[i] = fleet.Shard{Name: shards[i].Name, Addr: p.addr}
-	}
+	shards, list := fleetServers(t, 3)
 	run := func(n int) *shardedredis.ShardedClient {
 		c, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: shards[:n]})
 		if err != nil {

@@ -16,14 +16,7 @@ import (
 // on a key that has moved (known gone from its old owner: no round trip to
 // it).
 func BenchmarkFleetCommand(b *testing.B) {
-	bin := realRedisBin(b)
-	shards := make([]shardedredis.ShardOptions, 4)
-	list := make([]fleet.Shard, 4)
-	for i := range shards {
-		p := startRedisProc(b, bin, "")
-		shards[i] = shardedredis.ShardOptions{Name: fmt.Sprintf("s%d", i), Addr: p.addr}
-		list[i] = fleet.Shard{Name: shards[i].Name, Addr: p.addr}
-	}
+	shards, list := fleetServers(b, 4)
 	newClient := func() *shardedredis.ShardedClient {
 		c, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: shards[:3]})
 		if err != nil {
