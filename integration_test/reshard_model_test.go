@@ -394,7 +394,7 @@ func (m *redisModel) run() {
 		}
 	}
 	if opt.KeepWindow {
-		if m.c.Window() == nil || !m.c.Window().Migrated() {
+		if m.c.Window() == nil || !m.c.Window().Migrated {
 			m.fatalf("KeepWindow: the window is not kept open, migrated")
 		}
 		if err := m.c.EndResharding(); err != nil {

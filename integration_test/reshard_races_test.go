@@ -114,7 +114,7 @@ func TestReshardWriteInFlightAtBeginKept(t *testing.T) {
 
 // A key deleted just after EndResharding stays deleted, even when a command
 // of the window was still moving it; also when a new resharding, in which
-// the key does not move, begins at once (the earlier step's gate carries
+// the key does not move, begins at once (the earlier step's barrier carries
 // over).
 func TestReshardDeleteAfterEndSticks(t *testing.T) {
 	for _, beginAgain := range []bool{false, true} {

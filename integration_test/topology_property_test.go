@@ -80,7 +80,7 @@ func TestTopologyPropertyHooksAndHealth(t *testing.T) {
 			k := "p" + strconv.Itoa(rng.IntN(200))
 			if i%4 == 0 { // the caller's cancel: not the shard's failure
 				// (A hook sees it when it reaches a shard client, not when
-				// it ends before: waiting for a key's gate, say.)
+				// it ends before: waiting for a key's barrier, say.)
 				if err := c.Set(cancelled, "cancelled:"+k, i, 0).Err(); !errors.Is(err, context.Canceled) {
 					t.Fatalf("seed=%d step %d: SET with a cancelled context: %v", seed, step, err)
 				}

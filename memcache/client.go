@@ -11,6 +11,7 @@ import (
 
 	"github.com/bradfitz/gomemcache/memcache"
 
+	"github.com/shardedcache/shardedcache/internal/shardcore"
 	"github.com/shardedcache/shardedcache/ring"
 	"github.com/shardedcache/shardedcache/shardedclient"
 )
@@ -92,7 +93,7 @@ type Shard = shardedclient.Shard[*memcache.Client]
 // every shard (see the package documentation). Every call but Close has a
 // Context variant. It is safe for concurrent use.
 type ShardedClient struct {
-	shards *shardedclient.Sharded[*memcache.Client]
+	shards *shardcore.Sharded[*memcache.Client]
 	shared ShardOptions // ShardedOptions.Timeout and MaxIdleConns, for every shard
 
 	win       atomic.Pointer[window] // the resharding window (see BeginResharding)
@@ -199,21 +200,24 @@ func newShardedClient(shards []Shard, h Health, p ring.Preset) (*ShardedClient, 
 	if h.OnRejoin == nil && h.Mode == shardedclient.EjectMode {
 		h.OnRejoin = func(ctx context.Context, m *memcache.Client) error { return runErr(ctx, m.FlushAll) }
 	}
-	s, err := shardedclient.NewWithHealth(shards, h, p)
+	c := &ShardedClient{}
+	s, err := shardcore.New(shards, shardcore.Backend[*memcache.Client]{
+		Health: h,
+		Move: func(ctx context.Context, v *view, keys []shardcore.MovingKey) error {
+			return c.moveKeys(ctx, v, nil, "", keys) // for GetShard
+		},
+		RememberMoved: true,
+		ServerOf: func(sh Shard) string {
+			if a, err := resolve(sh.Addr); err == nil {
+				return a.network + " " + a.str
+			}
+			return ""
+		},
+	}, p)
 	if err != nil {
-		return nil, err // ring's and shardedclient's errors carry their own prefix
+		return nil, err // ring's and shardcore's errors carry their own prefix
 	}
-	c := &ShardedClient{shards: s}
-	s.SetMover(func(ctx context.Context, v *view, keys []shardedclient.MovingKey) error {
-		return c.moveKeys(ctx, v, nil, "", keys) // for GetShard
-	})
-	s.RememberMoved()
-	s.SetServerOf(func(sh Shard) string {
-		if a, err := resolve(sh.Addr); err == nil {
-			return a.network + " " + a.str
-		}
-		return ""
-	})
+	c.shards = s
 	return c, nil
 }
 

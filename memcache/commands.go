@@ -9,8 +9,8 @@ import (
 	"github.com/bradfitz/gomemcache/memcache"
 
 	"github.com/shardedcache/shardedcache/internal/mcmeta"
+	"github.com/shardedcache/shardedcache/internal/shardcore"
 	"github.com/shardedcache/shardedcache/internal/workers"
-	"github.com/shardedcache/shardedcache/shardedclient"
 )
 
 // Every method of *memcache.Client, with its signature, on the shard(s)
@@ -214,7 +214,7 @@ func (c *ShardedClient) GetMultiContext(ctx context.Context, keys []string) (map
 		return nil, err
 	}
 	v, st := c.acquire()
-	var p shardedclient.Pending
+	var p shardcore.Pending
 	owners := make([]int, len(keys))
 	for i, k := range keys {
 		owners[i] = v.Track(&p, k)
@@ -300,7 +300,7 @@ func (c *ShardedClient) PingContext(ctx context.Context) error {
 }
 
 // view is the snapshot of the shards that one call runs on.
-type view = shardedclient.View[*memcache.Client]
+type view = shardcore.View[*memcache.Client]
 
 // onKey runs op, the call name on key, with the client of the shard that
 // owns key and the marking of key's CAS tokens (see casMark): first
@@ -338,11 +338,11 @@ type keyCall[T any] struct {
 	op   func(*memcache.Client, casIDs) (T, error)
 	v    *view
 	st   *window
-	p    shardedclient.Pending
+	p    shardcore.Pending
 	i    int
 }
 
-// run prepares k's key (gates, a move in a resharding window), runs k's op
+// run prepares k's key (barriers, a move in a resharding window), runs k's op
 // and releases k's view.
 func (k *keyCall[T]) run(ctx context.Context) (T, error) {
 	defer k.v.Release()

@@ -23,7 +23,7 @@ func multiErr(v *view, op string, shards []int, errs []error) error {
 }
 
 // finish reports a gomemcache call on shard i to the shard's health and
-// returns its error as the caller sees it (shardedclient.View.Finish): a
+// returns its error as the caller sees it (shardcore.View.Finish): a
 // failure as a *shardedclient.ShardError naming the shard, memcached's
 // answers unchanged. gomemcache takes no context, so the call's outcome is
 // its own, whatever the caller's context did meanwhile: it is judged under

@@ -15,8 +15,8 @@ import (
 	"github.com/bradfitz/gomemcache/memcache"
 
 	"github.com/shardedcache/shardedcache/internal/mcmeta"
+	"github.com/shardedcache/shardedcache/internal/shardcore"
 	"github.com/shardedcache/shardedcache/ring"
-	"github.com/shardedcache/shardedcache/shardedclient"
 )
 
 // ReshardOptions configure BeginResharding.
@@ -138,7 +138,7 @@ func (c *ShardedClient) BeginResharding(shards []ShardOptions, opt ReshardOption
 		gen = last.gen + 1
 	}
 	return c.switchShards(shards, func(next []Shard) error {
-		return c.shards.BeginMove(next, func(*view) error {
+		return c.shards.BeginWindow(next, func(*view) error {
 			// Before the window's first view serves a call.
 			c.win.Store(&window{gen: gen, copyExpiration: opt.CopyExpiration, pools: map[*memcache.Client]*mcmeta.Pool{}})
 			return nil
@@ -151,7 +151,7 @@ func (c *ShardedClient) BeginResharding(shards []ShardOptions, opt ReshardOption
 // are the window's own connections. Keys not used in the window stay on
 // their old owner, unreachable.
 func (c *ShardedClient) EndResharding() error {
-	err := c.shards.EndMove(true)
+	err := c.shards.EndWindow(true)
 	c.win.Load().close()
 	return err
 }
@@ -347,19 +347,19 @@ type ServerError = mcmeta.ServerError
 
 // mover returns the Mover of p's keys for a call of op on a view of window
 // st (nil: the newest window), or nil when no key of p moves.
-func (c *ShardedClient) mover(p *shardedclient.Pending, st *window, op string) shardedclient.Mover[*memcache.Client] {
+func (c *ShardedClient) mover(p *shardcore.Pending, st *window, op string) shardcore.Mover[*memcache.Client] {
 	if len(p.Moving()) == 0 {
 		return nil
 	}
-	return func(ctx context.Context, v *view, keys []shardedclient.MovingKey) error {
+	return func(ctx context.Context, v *view, keys []shardcore.MovingKey) error {
 		return c.moveKeys(ctx, v, st, op, keys)
 	}
 }
 
 // moveKeys moves keys, whose locks View.Prepare holds, for a call of op
 // (see BeginResharding), and returns the first failure. It is also the
-// client's shardedclient.Mover (for GetShard), with no op and st nil.
-func (c *ShardedClient) moveKeys(ctx context.Context, v *view, st *window, op string, keys []shardedclient.MovingKey) error {
+// client's shardcore.Mover (for GetShard), with no op and st nil.
+func (c *ShardedClient) moveKeys(ctx context.Context, v *view, st *window, op string, keys []shardcore.MovingKey) error {
 	if failed := c.move(ctx, v, st, op, unmoved(v, keys), nil); len(failed) > 0 {
 		return failed[0]
 	}
@@ -369,10 +369,10 @@ func (c *ShardedClient) moveKeys(ctx context.Context, v *view, st *window, op st
 // unmoved returns the keys of keys that no call has moved since they were
 // tracked (another call may have, before their locks were taken), each
 // once.
-func unmoved(v *view, keys []shardedclient.MovingKey) []shardedclient.MovingKey {
+func unmoved(v *view, keys []shardcore.MovingKey) []shardcore.MovingKey {
 	w := v.Window()
 	seen := make(map[string]bool, len(keys))
-	out := make([]shardedclient.MovingKey, 0, len(keys))
+	out := make([]shardcore.MovingKey, 0, len(keys))
 	for _, k := range keys {
 		if !seen[k.Key] && !w.Remembered(k.Key) {
 			out = append(out, k)
@@ -388,7 +388,7 @@ func unmoved(v *view, keys []shardedclient.MovingKey) []shardedclient.MovingKey 
 // owner and not dropped, with the CAS token of its copy on the new owner
 // (0 when it has none); it may be called from several goroutines. It returns
 // the failure of each pair that failed.
-func (c *ShardedClient) move(ctx context.Context, v *view, st *window, op string, keys []shardedclient.MovingKey, found func(*memcache.Item)) []*MoveError {
+func (c *ShardedClient) move(ctx context.Context, v *view, st *window, op string, keys []shardcore.MovingKey, found func(*memcache.Item)) []*MoveError {
 	if st == nil {
 		st = c.win.Load()
 	}
@@ -523,13 +523,13 @@ func (st *window) read(ctx context.Context, v *view, i int, keys []string, add f
 
 // getMultiMoving is GetMultiContext on v, acquired with window st (nil: not
 // known for sure), when some keys must move first (p, tracked on v, holds
-// them); it releases v. Once the gates of p are open and the moving keys'
+// them); it releases v. Once the barriers of p are open and the moving keys'
 // locks held, the keys that stay where they are are read from their
 // owners, over the window's connections, while the others move (a moved
 // key's hit is the value it moved with): all under ctx, so that the call
 // returns by its deadline with the hits it has. The failed shards of the
 // *MultiShardError are those of the reads and those at fault in the moves.
-func (c *ShardedClient) getMultiMoving(ctx context.Context, v *view, st *window, p *shardedclient.Pending, keys []string) (map[string]*memcache.Item, error) {
+func (c *ShardedClient) getMultiMoving(ctx context.Context, v *view, st *window, p *shardcore.Pending, keys []string) (map[string]*memcache.Item, error) {
 	defer v.Release()
 	conns := cmp.Or(st, c.win.Load())
 	var mu sync.Mutex
@@ -541,7 +541,7 @@ func (c *ShardedClient) getMultiMoving(ctx context.Context, v *view, st *window,
 		mu.Unlock()
 	}
 	outcome := map[int]error{} // shard -> its first error, for every shard reached
-	err := v.Prepare(ctx, p, func(ctx context.Context, v *view, moving []shardedclient.MovingKey) error {
+	err := v.Prepare(ctx, p, func(ctx context.Context, v *view, moving []shardcore.MovingKey) error {
 		move := unmoved(v, moving)
 		moves := make(map[string]bool, len(move))
 		for _, m := range move {

@@ -23,7 +23,7 @@ package redis
 // connection state) to a pooled connection. Transactions, pub/sub, the
 // resharding window's moves and the server state kept in step (execGroups)
 // keep their plain paths. Everything else the sharded client does happens
-// before a command reaches the engine (routing, refusals, gates, moves) or
+// before a command reaches the engine (routing, refusals, barriers, moves) or
 // after its reply (merging, errors, health), and is unchanged.
 
 import (

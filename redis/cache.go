@@ -8,6 +8,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/shardedcache/shardedcache/internal/shardcore"
 	"github.com/shardedcache/shardedcache/redis/internal/commands"
 	"github.com/shardedcache/shardedcache/shardedclient"
 )
@@ -179,7 +180,7 @@ func (h writeHook) drop(cmd goredis.Cmder) {
 }
 
 // dropKeys drops the moving keys from the caches of both their owners.
-func dropKeys(v *view, keys []shardedclient.MovingKey) {
+func dropKeys(v *view, keys []shardcore.MovingKey) {
 	for _, k := range keys {
 		for _, i := range [2]int{k.From, k.To} {
 			if cache := cacheOf(v.Client(i)); cache != nil {

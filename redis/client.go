@@ -17,6 +17,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
 
+	"github.com/shardedcache/shardedcache/internal/shardcore"
 	"github.com/shardedcache/shardedcache/ring"
 	"github.com/shardedcache/shardedcache/shardedclient"
 )
@@ -166,7 +167,7 @@ type ShardedClient struct {
 	// until then).
 	cmdable
 
-	shards *shardedclient.Sharded[*goredis.Client]
+	shards *shardcore.Sharded[*goredis.Client]
 	router *goredis.Client // its hook runs every command on the shards
 	pubsub *goredis.Client // no hook: its connections are pub/sub fan-ins
 
@@ -341,7 +342,7 @@ func sameServer(shards []Shard) error {
 // resolved ("127.0.0.1:6379/0"), or "" for a Sentinel group or a Redis
 // Cluster (their string is their identity), a Unix socket, or a name that
 // does not resolve now. BeginResharding takes two shards with one
-// serverKey for the same shard (see shardedclient.Sharded.SetServerOf).
+// serverKey for the same shard (see shardcore.Backend.ServerOf).
 func serverKey(sh Shard) string {
 	addr, db, _ := strings.Cut(sh.Addr, "/")
 	if srv, ok := resolveServer(addr); ok {
@@ -613,16 +614,14 @@ func newShardedClient(shards []Shard, h Health, p ring.Preset) (*ShardedClient, 
 		h.Classify = classify
 	}
 	h.OnRejoin = flushOnRejoin(h.OnRejoin)
-	s, err := shardedclient.NewWithHealth(shards, h, p)
+	c := &ShardedClient{state: newServerState()}
+	s, err := shardcore.New(shards, shardcore.Backend[*goredis.Client]{Health: h, Move: c.moveKeys,
+		Close: closeShardClient, ClosedErr: goredis.ErrClosed, ServerOf: serverKey}, p)
 	if err != nil {
-		return nil, err // ring's and shardedclient's errors carry their own prefix
+		return nil, err // ring's and shardcore's errors carry their own prefix
 	}
-	c := &ShardedClient{shards: s, state: newServerState()}
+	c.shards = s
 	c.apFrom.Store(defaultAutoPipelineFrom)
-	s.SetMover(c.moveKeys)
-	s.SetCloser(closeShardClient)
-	s.SetClosedErr(goredis.ErrClosed)
-	s.SetServerOf(serverKey)
 	c.router = newRouter(func(context.Context, string, string) (net.Conn, error) { return nil, errRouterDial })
 	c.pubsub = newRouter(c.dialFanIn)
 	c.router.AddHook(hook{c})

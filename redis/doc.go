@@ -179,7 +179,7 @@
 // in order.
 //
 // Routing, refusals, merging, errors naming the shard, health, resharding
-// gates and moves are the same, since they happen before a command reaches
+// barriers and moves are the same, since they happen before a command reaches
 // the engine or after its reply. A batch that fails fails each of its
 // commands with the shard's *shardedclient.ShardError, each counted as a
 // failure of the shard, as concurrent commands on a plain client are. go-redis

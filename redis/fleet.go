@@ -247,7 +247,7 @@ func (b fleetBackend) Apply(ctx context.Context, st fleet.State) error {
 	switch st.Step {
 	case fleet.Stable:
 		if windowOpen && next && prev.Step == fleet.Moving {
-			err = c.shards.EndMove(true) // the driver migrated every key
+			err = c.shards.EndWindow(true) // the driver migrated every key
 			break
 		}
 		err = c.fleetSwitch(st, st.Shards, all, windowOpen, false)
@@ -315,7 +315,7 @@ func (f *fleetState) await(ctx context.Context, epoch uint64) bool {
 }
 
 // fleetSwitch switches c to list, with SetShards, or with begin by
-// opening a resharding window (BeginMove, without removing stale copies:
+// opening a resharding window (BeginWindow, without removing stale copies:
 // the driver did, once, for the whole fleet). A shard for which relabel
 // is true, or that has no client yet, gets a client whose connections are
 // named with st's epoch; the others keep theirs. endWindow first ends an
@@ -334,7 +334,7 @@ func (c *ShardedClient) fleetSwitch(st fleet.State, list []fleet.Shard, relabel 
 		opts[i] = ShardOptions{Name: sh.Name, Addr: sh.Addr, Weight: sh.Weight, Options: &goredis.Options{DB: sh.DB, ClientName: label}}
 	}
 	if endWindow {
-		if err := c.shards.EndMove(true); err != nil {
+		if err := c.shards.EndWindow(true); err != nil {
 			return err
 		}
 	}

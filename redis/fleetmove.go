@@ -14,8 +14,8 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/shardedcache/shardedcache/internal/shardcore"
 	"github.com/shardedcache/shardedcache/ring"
-	"github.com/shardedcache/shardedcache/shardedclient"
 )
 
 // The server-side steps of a fleet move (see package fleet, "Where the
@@ -184,9 +184,9 @@ func tokenAge(token string) time.Duration {
 // migration), a key whose destination is in dead (shard ID -> error: the view may change meanwhile, an ejection)
 // fails at once, and a destination that does not answer a RESTORE nor
 // the settling after it is added: a migration sends it no more batches.
-func (f *fleetMoves) move(ctx context.Context, v *view, keys []shardedclient.MovingKey, dead *sync.Map) moveCounts {
+func (f *fleetMoves) move(ctx context.Context, v *view, keys []shardcore.MovingKey, dead *sync.Map) moveCounts {
 	var counts moveCounts
-	todo := make([]shardedclient.MovingKey, 0, len(keys))
+	todo := make([]shardcore.MovingKey, 0, len(keys))
 	for _, k := range keys {
 		if _, ok := f.gone.Load(k.Key); ok {
 			counts.gone++
@@ -225,7 +225,7 @@ func (f *fleetMoves) move(ctx context.Context, v *view, keys []shardedclient.Mov
 
 // busyKey is a key found marked by another move's token.
 type busyKey struct {
-	key   shardedclient.MovingKey
+	key   shardcore.MovingKey
 	token string
 }
 
@@ -233,8 +233,8 @@ type busyKey struct {
 // restore on the destinations, finish on the sources. It returns the keys
 // to try again (their move was revoked by a settler, or aborted here) and
 // those found busy.
-func (f *fleetMoves) try(ctx context.Context, v *view, keys []shardedclient.MovingKey, counts *moveCounts, dead *sync.Map) (again []shardedclient.MovingKey, busy []busyKey) {
-	fail := func(k shardedclient.MovingKey, err error) {
+func (f *fleetMoves) try(ctx context.Context, v *view, keys []shardcore.MovingKey, counts *moveCounts, dead *sync.Map) (again []shardcore.MovingKey, busy []busyKey) {
+	fail := func(k shardcore.MovingKey, err error) {
 		counts.failed = append(counts.failed, &KeyMoveError{Key: k.Key, From: v.Label(k.From), To: v.Label(k.To), Err: err})
 	}
 	token := f.newToken()
@@ -245,7 +245,7 @@ func (f *fleetMoves) try(ctx context.Context, v *view, keys []shardedclient.Movi
 		}
 	}()
 	// 1. Mark and read, one script per source.
-	bySource := groupBy(keys, func(k shardedclient.MovingKey) int { return k.From })
+	bySource := groupBy(keys, func(k shardcore.MovingKey) int { return k.From })
 	marks := make(map[int]*goredis.Cmd, len(bySource))
 	groups := make([][]goredis.Cmder, v.Len())
 	for from, ks := range bySource {
@@ -258,12 +258,12 @@ func (f *fleetMoves) try(ctx context.Context, v *view, keys []shardedclient.Movi
 	}
 	execGroups(ctx, v, groups)
 	type dumped struct {
-		k    shardedclient.MovingKey
+		k    shardcore.MovingKey
 		dump string
 		at   int64
 	}
 	byDest := map[int][]dumped{}
-	unmark := map[int][]shardedclient.MovingKey{}
+	unmark := map[int][]shardcore.MovingKey{}
 	defer func() { _ = f.finish(ctx, v, token, unmark, "abort") }() // its keys have failed already
 	for from, ks := range bySource {
 		replies, err := marks[from].Slice()
@@ -316,11 +316,11 @@ func (f *fleetMoves) try(ctx context.Context, v *view, keys []shardedclient.Movi
 	}
 	execGroups(ctx, v, groups)
 	// 3. Finish (or abort) on the sources.
-	finish := map[int][]shardedclient.MovingKey{}
-	abort := map[int][]shardedclient.MovingKey{}
+	finish := map[int][]shardcore.MovingKey{}
+	abort := map[int][]shardcore.MovingKey{}
 	var refused []*KeyMoveError // aborted: the destination refused the RESTORE
 	for to, ds := range byDest {
-		ks := make([]shardedclient.MovingKey, len(ds))
+		ks := make([]shardcore.MovingKey, len(ds))
 		for i, d := range ds {
 			ks[i] = d.k
 		}
@@ -379,7 +379,7 @@ func (f *fleetMoves) try(ctx context.Context, v *view, keys []shardedclient.Movi
 // finish runs finishScript (mode "finish" or "abort") with token for the
 // keys of each source; it returns a failure for each key of a source that
 // did not answer (its mark stays: a later move settles it).
-func (f *fleetMoves) finish(ctx context.Context, v *view, token string, bySource map[int][]shardedclient.MovingKey, mode string) []*KeyMoveError {
+func (f *fleetMoves) finish(ctx context.Context, v *view, token string, bySource map[int][]shardcore.MovingKey, mode string) []*KeyMoveError {
 	cmds := make(map[int]*goredis.Cmd, len(bySource))
 	groups := make([][]goredis.Cmder, v.Len())
 	for from, ks := range bySource {
@@ -404,8 +404,8 @@ func (f *fleetMoves) finish(ctx context.Context, v *view, token string, bySource
 // a move restored on its new owner is finished (and counted moved), one
 // revoked is taken back and its key returned to try again, as are the
 // keys whose marks are young.
-func (f *fleetMoves) settleBusy(ctx context.Context, v *view, busy []busyKey, counts *moveCounts) []shardedclient.MovingKey {
-	again := make([]shardedclient.MovingKey, 0, len(busy))
+func (f *fleetMoves) settleBusy(ctx context.Context, v *view, busy []busyKey, counts *moveCounts) []shardcore.MovingKey {
+	again := make([]shardcore.MovingKey, 0, len(busy))
 	// A token's outcome is its destination's: one attempt's token goes to
 	// every destination of its keys, and each restores or revokes it alone.
 	type tokenAt struct {
@@ -432,7 +432,7 @@ func (f *fleetMoves) settleBusy(ctx context.Context, v *view, busy []busyKey, co
 		if outcome == "restored" {
 			mode = "finish"
 		}
-		if failed := f.finish(ctx, v, b.token, map[int][]shardedclient.MovingKey{b.key.From: {b.key}}, mode); len(failed) > 0 {
+		if failed := f.finish(ctx, v, b.token, map[int][]shardcore.MovingKey{b.key.From: {b.key}}, mode); len(failed) > 0 {
 			counts.failed = append(counts.failed, failed...)
 			continue
 		}
@@ -469,7 +469,7 @@ func groupBy[T any](items []T, key func(T) int) map[int][]T {
 	return out
 }
 
-func keyNames(ks []shardedclient.MovingKey) []string {
+func keyNames(ks []shardcore.MovingKey) []string {
 	out := make([]string, len(ks))
 	for i, k := range ks {
 		out[i] = k.Key
@@ -477,7 +477,7 @@ func keyNames(ks []shardedclient.MovingKey) []string {
 	return out
 }
 
-func countKeys(m map[int][]shardedclient.MovingKey) int {
+func countKeys(m map[int][]shardcore.MovingKey) int {
 	n := 0
 	for _, ks := range m {
 		n += len(ks)

@@ -12,7 +12,7 @@ import (
 	"golang.org/x/sync/errgroup"
 	"golang.org/x/time/rate"
 
-	"github.com/shardedcache/shardedcache/shardedclient"
+	"github.com/shardedcache/shardedcache/internal/shardcore"
 )
 
 // MigrateOptions configure NewMigration.
@@ -75,8 +75,7 @@ type MigrateOptions struct {
 // after a cancel or a crash. It belongs to one resharding window: another
 // window refuses it.
 type Checkpoint struct {
-	// Window is the ID of the resharding window (see
-	// shardedclient.Window).
+	// Window is the ID of the resharding window (Window.ID).
 	Window string
 	// Shards holds every source shard, by its identity (ShardProgress.ID).
 	Shards map[string]ShardCheckpoint
@@ -122,12 +121,12 @@ const maxFailures = 100
 type Migration struct {
 	c        *ShardedClient
 	opt      MigrateOptions
-	window   *shardedclient.Window
+	window   *shardcore.Window
 	limiter  *rate.Limiter
 	chunk    int // keys moved per batch: BatchSize, at most a second's worth
 	progress []*shardProgress
 	running  chan struct{} // one slot, held by Run: one run at a time
-	server   *serverSide   // ServerSide: the shards' MIGRATE targets and servers, the transactions' gate
+	server   *serverSide   // ServerSide: the shards' MIGRATE targets and servers, the transactions' barrier
 	// dead holds the new owners that stopped answering in a run (shard
 	// ID -> error): they are sent no more keys (see moveOn).
 	dead sync.Map
@@ -278,7 +277,7 @@ func (m *Migration) Run(ctx context.Context) error {
 	// owner: wait for it, or a scan that has passed the key would leave it
 	// behind.
 	v := m.c.shards.Acquire()
-	err := v.WaitGates(ctx)
+	err := v.WaitBarriers(ctx)
 	v.Release()
 	if err != nil {
 		return err
@@ -453,7 +452,7 @@ func (m *Migration) moveFrom(ctx context.Context, v *view, p *shardProgress, key
 			// the burst): ctx's end, seen early.
 			return cmp.Or(ctx.Err(), context.DeadlineExceeded)
 		}
-		var pending shardedclient.Pending
+		var pending shardcore.Pending
 		var stale []string
 		var c batchCounts
 		var unsettled []*KeyMoveError
@@ -492,9 +491,9 @@ func (m *Migration) moveFrom(ctx context.Context, v *view, p *shardProgress, key
 		// A key that leaves but is not pending has been moved already, by a
 		// command since the SCAN: gone from here.
 		c.gone = c.leaving - len(unsettled) - len(pending.Moving())
-		err := v.Prepare(ctx, &pending, func(ctx context.Context, v *view, keys []shardedclient.MovingKey) error {
+		err := v.Prepare(ctx, &pending, func(ctx context.Context, v *view, keys []shardcore.MovingKey) error {
 			if m.server != nil {
-				c.moves = m.server.move(ctx, v, keys, func(ctx context.Context, v *view, ks []shardedclient.MovingKey) moveCounts {
+				c.moves = m.server.move(ctx, v, keys, func(ctx context.Context, v *view, ks []shardcore.MovingKey) moveCounts {
 					return m.c.moveOn(ctx, v, ks, &m.dead)
 				})
 			} else {

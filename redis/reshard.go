@@ -11,6 +11,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/shardedcache/shardedcache/internal/shardcore"
 	"github.com/shardedcache/shardedcache/ring"
 	"github.com/shardedcache/shardedcache/shardedclient"
 )
@@ -129,9 +130,25 @@ func (c *ShardedClient) clusterSourceErr(shards []ShardOptions) error {
 	return nil
 }
 
-// Window returns the resharding window in progress (its ID is that of the
-// migration checkpoints it accepts), or nil outside a window.
-func (c *ShardedClient) Window() *shardedclient.Window { return c.shards.Window() }
+// Window describes a resharding window.
+type Window struct {
+	// ID is that of the migration checkpoints the window accepts: random,
+	// 16 hex digits.
+	ID string
+	// Migrated reports that the window's migration has moved every key
+	// (EndResharding then ends it).
+	Migrated bool
+}
+
+// Window returns the resharding window in progress, as it stands now, or
+// nil outside a window.
+func (c *ShardedClient) Window() *Window {
+	w := c.shards.Window()
+	if w == nil {
+		return nil
+	}
+	return &Window{ID: w.ID, Migrated: w.Migrated()}
+}
 
 // EndResharding ends the window that BeginResharding opened, once its
 // Migration has moved every key: the old ring is dropped, and the clients
@@ -159,7 +176,7 @@ func (c *ShardedClient) endWindow(force bool) error {
 		_ = cleanUp(context.Background(), v)
 	}
 	v.Release()
-	err := c.shards.EndMove(force)
+	err := c.shards.EndWindow(force)
 	if errors.Is(err, shardedclient.ErrMoveIncomplete) {
 		return ErrMigrationIncomplete
 	}
@@ -250,9 +267,9 @@ type moveCounts struct {
 	failed  []*KeyMoveError // each stays on its old owner
 }
 
-// moveKeys is the client's shardedclient.Mover: it moves keys (see
+// moveKeys is the client's shardcore.Mover: it moves keys (see
 // moveOn) and returns a *MoveError naming each key that failed.
-func (c *ShardedClient) moveKeys(ctx context.Context, v *view, keys []shardedclient.MovingKey) error {
+func (c *ShardedClient) moveKeys(ctx context.Context, v *view, keys []shardcore.MovingKey) error {
 	if counts := c.moveOn(ctx, v, keys, nil); len(counts.failed) > 0 {
 		return &MoveError{Keys: counts.failed}
 	}
@@ -263,12 +280,12 @@ func (c *ShardedClient) moveKeys(ctx context.Context, v *view, keys []shardedcli
 // with the moves of v's window: a destination in dead fails its keys at
 // once, and one that stops answering is added to it). A view whose window
 // has ended moves nothing: its keys fail with ErrNoResharding.
-func (c *ShardedClient) moveOn(ctx context.Context, v *view, keys []shardedclient.MovingKey, dead *sync.Map) moveCounts {
+func (c *ShardedClient) moveOn(ctx context.Context, v *view, keys []shardcore.MovingKey, dead *sync.Map) moveCounts {
 	if mv := c.fleet.moves.Load(); mv != nil && mv.prev == v.Previous() {
 		// Keys into a Redis Cluster shard (BeginClusterMove) move by
 		// moveBatch: the protocol's scripts would cross its slots.
-		var toCluster []shardedclient.MovingKey
-		keys = slices.DeleteFunc(slices.Clone(keys), func(k shardedclient.MovingKey) bool {
+		var toCluster []shardcore.MovingKey
+		keys = slices.DeleteFunc(slices.Clone(keys), func(k shardcore.MovingKey) bool {
 			if clusterClient(v.Client(k.To)) != nil {
 				toCluster = append(toCluster, k)
 				return true
@@ -290,14 +307,14 @@ func (c *ShardedClient) moveOn(ctx context.Context, v *view, keys []shardedclien
 	return counts
 }
 
-// beginWindow opens a resharding window to shards (BeginMove) whose keys
+// beginWindow opens a resharding window to shards (BeginWindow) whose keys
 // move by the protocol of package fleet, for the fleet's resharding change
 // of Moving epoch moving ("" and 0 in one process alone, see fleetMoves): after prepare (the
 // servers' state, and what the caller adds in also), the moves are bound
 // to the window before it serves a command.
 func (c *ShardedClient) beginWindow(change string, moving uint64, also func(*view) error) func([]Shard, func(*view) error) error {
 	return func(sh []Shard, prepare func(*view) error) error {
-		return c.shards.BeginMove(sh, func(v *view) error {
+		return c.shards.BeginWindow(sh, func(v *view) error {
 			if err := prepare(v); err != nil {
 				return err
 			}
@@ -318,9 +335,9 @@ func (c *ShardedClient) beginWindow(change string, moving uint64, also func(*vie
 // (never REPLACE: see BeginResharding) on the new ones, one DEL on each old
 // owner of the keys that the new owner now holds. One key's failure does not
 // stop the others. The caller holds the keys' locks.
-func moveBatch(ctx context.Context, v *view, keys []shardedclient.MovingKey) moveCounts {
+func moveBatch(ctx context.Context, v *view, keys []shardcore.MovingKey) moveCounts {
 	var counts moveCounts
-	fail := func(k shardedclient.MovingKey, err error) {
+	fail := func(k shardcore.MovingKey, err error) {
 		counts.failed = append(counts.failed, &KeyMoveError{Key: k.Key, From: v.Label(k.From), To: v.Label(k.To), Err: err})
 	}
 	dumps := make([]*goredis.StringCmd, len(keys))
@@ -395,7 +412,7 @@ func moveBatch(ctx context.Context, v *view, keys []shardedclient.MovingKey) mov
 // owner (by shard; nil for a shard with none). (An old owner is never a
 // Redis Cluster shard, whose nodes would refuse a DEL across hash slots:
 // BeginResharding refuses to take keys out of one, see clusterSourceErr.)
-func delOld(ctx context.Context, v *view, keys []shardedclient.MovingKey, which []int) []*goredis.IntCmd {
+func delOld(ctx context.Context, v *view, keys []shardcore.MovingKey, which []int) []*goredis.IntCmd {
 	delArgs := make([][]any, v.Len())
 	for _, i := range which {
 		k := keys[i]

@@ -11,6 +11,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/shardedcache/shardedcache/internal/shardcore"
 	"github.com/shardedcache/shardedcache/internal/workers"
 	"github.com/shardedcache/shardedcache/redis/internal/commands"
 	"github.com/shardedcache/shardedcache/shardedclient"
@@ -116,7 +117,7 @@ func notInTx(command string) error {
 }
 
 // view is one snapshot of the shards, for the whole of a command.
-type view = shardedclient.View[*goredis.Client]
+type view = shardcore.View[*goredis.Client]
 
 // keysOf finds cmd in Redis's command table (ks.info) and the shards of its
 // keys, into ks. A call that breaks the command's arity is an error matching
@@ -296,9 +297,9 @@ type keyShards struct {
 	shard int
 	all   []int // the shards involved, once more than one is
 	// pending is what the keys need first during and after resharding
-	// (gates, keys to move); keysOf keeps it, so that it gathers the keys
+	// (barriers, keys to move); keysOf keeps it, so that it gathers the keys
 	// of every command routed into the same keyShards.
-	pending shardedclient.Pending
+	pending shardcore.Pending
 	err     error
 	// owners is the shard of each key, in the order of the key positions,
 	// once the keys are on more than one shard (split uses it rather than
@@ -382,7 +383,7 @@ func crossShard(v *view, name string, shards []int) error {
 //
 // The caller's cancel or deadline, whatever go-redis made of it (the
 // context's error, or a read timeout cut short by the deadline), is never
-// the shard's failure: shardedclient.View.Report sees to that.
+// the shard's failure: shardcore.View.Report sees to that.
 func classify(err error) shardedclient.Class {
 	switch {
 	case err == nil || err == goredis.Nil || isReplyError(err) && !isSetupError(err):
@@ -619,7 +620,7 @@ func execGroup(ctx context.Context, v *view, i int, g []goredis.Cmder) {
 
 // finishGroup reports one round trip of shard i, made under ctx, to its
 // health (its first error that is not the server's answer, or success; see
-// shardedclient.View.Report) and names the shard in each command's error
+// shardcore.View.Report) and names the shard in each command's error
 // that is not the server's answer.
 func finishGroup(ctx context.Context, v *view, i int, cmds []goredis.Cmder) {
 	var failure error

@@ -12,7 +12,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
-	"github.com/shardedcache/shardedcache/shardedclient"
+	"github.com/shardedcache/shardedcache/internal/shardcore"
 )
 
 // migrateTimeout is MIGRATE's timeout argument: the longest the old owner
@@ -148,11 +148,11 @@ var ErrServerSide = errors.New("shardedcache: server-side migration refused")
 //
 // Batches run at once unless the gate holds them back (see enter); a batch
 // holds it until its keys are settled.
-func (s *serverSide) move(ctx context.Context, v *view, keys []shardedclient.MovingKey, viaClient func(context.Context, *view, []shardedclient.MovingKey) moveCounts) moveCounts {
+func (s *serverSide) move(ctx context.Context, v *view, keys []shardcore.MovingKey, viaClient func(context.Context, *view, []shardcore.MovingKey) moveCounts) moveCounts {
 	defer dropKeys(v, keys) // the new owner's server wrote them, not its client
 	srv := func(i int) string { return s.server[v.ID(i)] }
-	var local []shardedclient.MovingKey
-	keys = slices.DeleteFunc(slices.Clone(keys), func(k shardedclient.MovingKey) bool {
+	var local []shardcore.MovingKey
+	keys = slices.DeleteFunc(slices.Clone(keys), func(k shardcore.MovingKey) bool {
 		if srv(k.From) == srv(k.To) {
 			local = append(local, k)
 			return true
@@ -163,7 +163,7 @@ func (s *serverSide) move(ctx context.Context, v *view, keys []shardedclient.Mov
 	if len(local) > 0 {
 		counts = viaClient(ctx, v, local)
 	}
-	fail := func(k shardedclient.MovingKey, err error) {
+	fail := func(k shardcore.MovingKey, err error) {
 		counts.failed = append(counts.failed, &KeyMoveError{Key: k.Key, From: v.Label(k.From), To: v.Label(k.To), Err: err})
 	}
 	// One MIGRATE per pair of owners, after the EXISTS, in one transaction

@@ -12,6 +12,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 	"golang.org/x/sync/semaphore"
 
+	"github.com/shardedcache/shardedcache/internal/shardcore"
 	"github.com/shardedcache/shardedcache/redis/internal/commands"
 	"github.com/shardedcache/shardedcache/shardedclient"
 )
@@ -102,7 +103,7 @@ func (s *serverState) done(cmds ...goredis.Cmder) {
 // shard in use answers FUNCTION DUMP, or a joining shard refuses a step:
 // a *shardedclient.ShardError naming the shard and the step (a parameter's
 // name, never its value).
-func (s *serverState) carry(sc *shardedclient.Sharded[*goredis.Client], cur, next []Shard,
+func (s *serverState) carry(sc *shardcore.Sharded[*goredis.Client], cur, next []Shard,
 	install func([]Shard, func(*view) error) error) error {
 	_ = s.use.Acquire(context.Background(), stateUnits) // fails only when its context ends
 	defer s.use.Release(stateUnits)
@@ -161,7 +162,7 @@ type library struct {
 // that answers, trying the next on a failure to reach one. It returns the
 // first failure when none answers, or a shard's refusal of FUNCTION DUMP
 // other than "no such command".
-func libraries(sc *shardedclient.Sharded[*goredis.Client]) (library, error) {
+func libraries(sc *shardcore.Sharded[*goredis.Client]) (library, error) {
 	ctx := context.Background()
 	v := sc.Acquire()
 	defer v.Release()

@@ -1,513 +1,186 @@
-// Package shardedclient holds a set of clients of any type, one per shard,
-// and a consistent-hash ring over them: it answers which shard owns a key,
-// groups many keys by shard for scatter-gather, tracks each shard's health
-// (failure counts, ejection and rejoining, events and counters), swaps the
-// shard list at run time, and closes every shard. It knows nothing of Redis
-// or memcached; the backends (packages redis and memcache) build on it.
-//
-// Lookups take no lock and allocate nothing: the shards and their ring are
-// an immutable View behind an atomic pointer. A backend runs each command
-// on one View (Acquire, then Release), so that a command never mixes two
-// shard lists and a client replaced by SetShards is closed only once the
-// commands using it have ended.
+// Package shardedclient is a ring of shards, each holding a client of any
+// type: it answers which shard owns a key (placed by a ring preset: Jedis,
+// ketama, ...), tracks each shard's health (failure counts, ejection and
+// rejoining, events and counters), swaps the shard list at run time and
+// closes every shard. It knows nothing of Redis or memcached, so it maps
+// keys to any named target (database tables, say); the backends (packages
+// redis and memcache) are built on the same engine, and the types below are
+// the vocabulary they share: their errors, health policy, events and
+// statistics are these.
 package shardedclient
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"hash/fnv"
-	"io"
-	"sync"
-	"sync/atomic"
 
+	"github.com/shardedcache/shardedcache/internal/shardcore"
 	"github.com/shardedcache/shardedcache/ring"
 )
 
-// Shard is one shard: a client and its place on the ring.
-type Shard[C comparable] struct {
-	// Name identifies the shard on the ring (see ring.Node); optional.
-	Name string
-	// Weight scales the shard's share of keys; 0 means 1.
-	Weight int
-	// Addr is the shard's server address: for errors and logs, and for
-	// the ketama presets, which label an unnamed shard by it; optional.
-	Addr string
-	// Client is the shard's client; it must not be nil.
-	Client C
-}
+// Shard is one shard: a client and its place on the ring (Name, Weight;
+// Addr for messages and the ketama presets). Its Client must not be nil.
+type Shard[C comparable] = shardcore.Shard[C]
 
-// Info describes the shard that owns a key.
-type Info struct {
-	Index  int    // position in the shard list
-	Name   string // configured name, possibly empty
-	Weight int    // configured weight, 0 given as 1
-}
+// Info describes the shard that owns a key: its position, name and weight.
+type Info = shardcore.Info
 
-// Group is the set of keys that one shard owns, as returned by GroupKeys.
-type Group struct {
-	Shard     int      // index of the shard
-	Keys      []string // the keys, in the order they were given
-	Positions []int    // Positions[i] is the index of Keys[i] in the input
-}
+// Health is the policy for failing shards: FailureMode (nothing moves) or
+// EjectMode (a shard that fails FailureLimit times in a row is ejected and
+// probed back after RetryTimeout), with probes, events and a classifier.
+type Health[C comparable] = shardcore.Health[C]
+
+// Mode is what happens to the keys of a shard that keeps failing.
+type Mode = shardcore.Mode
+
+// The modes of Health.
+const (
+	// FailureMode (the default, memcached's "failure"): a dead shard's keys
+	// fail until it returns; nothing moves.
+	FailureMode = shardcore.FailureMode
+	// EjectMode (twemproxy's auto_eject_hosts): the shard is ejected and its
+	// keys go where the ring's preset sends them until it rejoins.
+	EjectMode = shardcore.EjectMode
+)
+
+// Defaults of Health, twemproxy's: 2 failures, 30 s out, 1 s probes.
+const (
+	DefaultFailureLimit = shardcore.DefaultFailureLimit
+	DefaultRetryTimeout = shardcore.DefaultRetryTimeout
+	DefaultProbeTimeout = shardcore.DefaultProbeTimeout
+)
+
+// Class is what the error of a call on a shard says about the shard.
+type Class = shardcore.Class
+
+// The classes of Health.Classify.
+const (
+	// Answered: the server answered (success, a miss, an error reply).
+	Answered = shardcore.Answered
+	// Local: the call failed on the client's side, through no fault of
+	// the server; the shard's health does not count it.
+	Local = shardcore.Local
+	// Failed: the shard failed; its health counts it.
+	Failed = shardcore.Failed
+)
+
+// Event reports a change of a shard's health (Health.OnEvent).
+type Event = shardcore.Event
+
+// EventKind says what happened to a shard.
+type EventKind = shardcore.EventKind
+
+// The kinds of Event.
+const (
+	EventFailure  = shardcore.EventFailure
+	EventEjected  = shardcore.EventEjected
+	EventRejoined = shardcore.EventRejoined
+)
+
+// ShardStats are one shard's counters since it joined the shard list.
+type ShardStats = shardcore.ShardStats
+
+// ShardError is the failure of a call on one shard: it names the shard and
+// wraps the cause (errors.Is and errors.As see through it).
+type ShardError = shardcore.ShardError
+
+// MultiShardError is the failure of a call that reached several shards on
+// one or more of them; it lists each failed shard's *ShardError.
+type MultiShardError = shardcore.MultiShardError
+
+// ShardRef names one shard: its position, name and address.
+type ShardRef = shardcore.ShardRef
+
+// PlacementShiftError is SetShards's refusal of a list under which keys of
+// shards that stay would move (it matches ErrPlacementShift).
+type PlacementShiftError = shardcore.PlacementShiftError
+
+// Errors of Sharded and of the backends' windows.
+var (
+	// ErrClosed is returned by calls after Close.
+	ErrClosed = shardcore.ErrClosed
+	// ErrPlacementShift is matched by a *PlacementShiftError.
+	ErrPlacementShift = shardcore.ErrPlacementShift
+	// ErrMoveInProgress: a resharding window is open already.
+	ErrMoveInProgress = shardcore.ErrMoveInProgress
+	// ErrMoveIncomplete: the window's migration has not finished.
+	ErrMoveIncomplete = shardcore.ErrMoveIncomplete
+)
 
 // Sharded is a ring of shards, each holding a client of type C. Its methods
-// are safe for concurrent use.
+// are safe for concurrent use; lookups take no lock and allocate nothing.
 type Sharded[C comparable] struct {
-	view          atomic.Pointer[View[C]]
-	preset        ring.Preset // nil: ring.Jedis{}
-	health        Health[C]
-	mover         Mover[C]              // set by the backend (SetMover)
-	closer        func(C) error         // set by the backend (SetCloser); nil: io.Closer
-	closedErr     error                 // see SetClosedErr
-	serverOf      func(Shard[C]) string // see SetServerOf
-	liveEpoch     atomic.Uint64         // ejections, rejoins and list changes so far (see View.LiveEpoch)
-	changing      atomic.Bool           // a list change prepares its view, s.mu held (see ejectSoon)
-	closing       atomic.Bool           // Close has begun
-	rememberMoved bool                  // see RememberMoved
-
-	watchMu  sync.Mutex
-	watchers map[chan struct{}]struct{} // see Watch
-	locks    KeyLocks                   // a key's lock, held while the key moves
-
-	mu      sync.Mutex // serializes view changes (eject, rejoin, SetShards, Close)
-	closed  bool
-	retired []*View[C]     // replaced views that commands may still use
-	wg      sync.WaitGroup // client closers, probes and retries under way
-	stop    chan struct{}  // closed by Close
+	core *shardcore.Sharded[C]
 }
-
-// Preset returns the placement preset of s's rings (nil: ring.Jedis{}).
-func (s *Sharded[C]) Preset() ring.Preset { return s.preset }
 
 // New builds a Sharded over shards, in order, placed by preset p (nil is
-// ring.Jedis{}), with the default health policy (failure mode: nothing is
-// ejected). It returns an error for an empty list, a nil client (naming the
-// shard), or any error of ring.New (negative weight, duplicate name, ...).
-func New[C comparable](shards []Shard[C], p ring.Preset) (*Sharded[C], error) {
-	return NewWithHealth(shards, Health[C]{}, p)
-}
-
-// NewWithHealth is New with a health policy (see Health). With
-// Health.ProbeInterval set it starts a goroutine that Close stops.
-func NewWithHealth[C comparable](shards []Shard[C], h Health[C], p ring.Preset) (*Sharded[C], error) {
-	if err := h.normalize(); err != nil {
-		return nil, err
-	}
-	s := &Sharded[C]{preset: p, health: h, stop: make(chan struct{}), closedErr: ErrClosed}
-	v, err := s.newView(shards, nil)
+// ring.Jedis{}: Jedis 3.x Sharded), with health policy h (the zero Health:
+// failure mode, nothing ejected). Clients that implement io.Closer are
+// closed by SetShards when their shard leaves, and by Close. With
+// h.ProbeInterval set it starts a goroutine that Close stops. It returns an
+// error for a bad policy, an empty list, a nil client (naming the shard),
+// two shards on one address, or any error of ring.New (weight < 0,
+// duplicate name, ...).
+func New[C comparable](shards []Shard[C], h Health[C], p ring.Preset) (*Sharded[C], error) {
+	core, err := shardcore.New(shards, shardcore.Backend[C]{Health: h}, p)
 	if err != nil {
 		return nil, err
 	}
-	s.view.Store(v)
-	if h.ProbeInterval > 0 {
-		s.wg.Add(1)
-		go s.probeLoop()
-	}
-	return s, nil
+	return &Sharded[C]{core: core}, nil
 }
 
-// newView builds a View over shards, reusing the health records of old's
-// shards that have the same identity (their counters and ejection carry
-// over).
-func (s *Sharded[C]) newView(shards []Shard[C], old *View[C]) (*View[C], error) {
-	if len(shards) == 0 {
-		return nil, errors.New("shardedclient: no shards")
-	}
-	nodes := make([]ring.Node, len(shards))
-	for i, sh := range shards {
-		var none C
-		if sh.Client == none {
-			return nil, fmt.Errorf("shardedclient: shard %d (%q): nil client", i, sh.Name)
-		}
-		nodes[i] = ring.Node{Name: sh.Name, Weight: sh.Weight, Addr: sh.Addr}
-	}
-	full, err := ring.New(nodes, s.preset)
-	if err != nil {
-		return nil, err
-	}
-	v := (&View[C]{parent: s}).next(func(v *View[C]) {
-		v.shards, v.full, v.live, v.health = make([]Shard[C], len(shards)), full, full, make([]*shardHealth, len(shards))
-	})
-	var ejected []int
-	seen := make(map[string]int, len(shards))
-	for i, n := range full.Nodes() {
-		if j, dup := seen[full.ID(i)]; dup {
-			return nil, fmt.Errorf("shardedclient: shards %d (%q) and %d (%q) are the same server (%s)", j, shards[j].Name, i, shards[i].Name, shards[i].Addr)
-		}
-		seen[full.ID(i)] = i
-		v.shards[i] = shards[i]
-		v.shards[i].Weight = n.Weight
-		v.health[i] = &shardHealth{}
-		if old != nil {
-			if j := old.indexOf(full.ID(i)); j >= 0 {
-				v.health[i] = old.health[j]
-				if v.health[i].ejected.Load() {
-					ejected = append(ejected, i)
-				}
-			}
-		}
-	}
-	if len(ejected) > 0 && len(ejected) < len(shards) {
-		if v.live, err = full.Eject(ejected...); err != nil {
-			return nil, err
-		}
-	}
-	return v, nil
-}
-
-// View is an immutable snapshot of the shards, their full ring and the ring
-// of the live (not ejected) shards. Indices are positions in the shard
-// list; Locate never returns an ejected shard.
-type View[C comparable] struct {
-	parent *Sharded[C]
-	shards []Shard[C]
-	full   *ring.Ring // every shard
-	live   *ring.Ring // ejected shards own nothing; == full when none is
-	health []*shardHealth
-
-	// During a move (BeginMove), the ring keys were placed by before it,
-	// and for each of its node indices the index of the same shard in
-	// shards; the shards that the move removes follow the target's shards.
-	prev    *ring.Ring
-	prevIdx []int
-	// back is live with every ejected shard rejoined (see AllLiveOwner),
-	// built on first use.
-	back struct {
-		once sync.Once
-		live *ring.Ring
-	}
-	// fingerprint is a hash of the shards' IDs in order (see Fingerprint),
-	// computed on first use.
-	fingerprint struct {
-		once sync.Once
-		sum  uint64
-	}
-	// liveEpoch counts the ejections, rejoins and list changes before this
-	// view (see LiveEpoch).
-	liveEpoch uint64
-	// window is the move in progress in this view (BeginMove), else nil.
-	window *Window
-	// gates hold back the keys that recent moves change until the commands
-	// begun on the views before them have ended (see moveGate); the open
-	// ones are dropped as views are built.
-	gates []*moveGate
-
-	inflight     atomic.Int64  // Acquire calls not yet released (gates wait for them)
-	pinned       atomic.Int64  // Pin calls not yet released (closing a client waits for them)
-	retired      atomic.Bool   // a newer view has replaced this one
-	drained      chan struct{} // closed once retired and no command uses it
-	once         sync.Once
-	unpinned     chan struct{} // closed once drained and no callback uses it either
-	unpinnedOnce sync.Once
-}
-
-// Acquire returns the current View for one command; the caller must call
-// Release when the command has ended. Until then the View's clients stay
-// open even if SetShards replaces them, and the keys a later move changes
-// wait for the command (see BeginMove).
-func (s *Sharded[C]) Acquire() *View[C] { return s.acquire(false) }
-
-// Pin is Acquire for a user callback that may itself run commands (Watch,
-// ForEachShard); the caller must call Unpin. The View's clients stay open
-// until then, but moves do not wait for it, so the callback's own commands
-// cannot deadlock on it.
-func (s *Sharded[C]) Pin() *View[C] { return s.acquire(true) }
-
-func (s *Sharded[C]) acquire(pin bool) *View[C] {
-	for {
-		v := s.view.Load()
-		v.use(pin, 1)
-		if s.view.Load() == v {
-			return v
-		}
-		v.use(pin, -1) // replaced meanwhile: take the new one
-		v.settle()
-	}
-}
-
-// use counts an Acquire (or Pin) of v in or out.
-func (v *View[C]) use(pin bool, n int64) {
-	if pin {
-		v.pinned.Add(n)
-	} else {
-		v.inflight.Add(n)
-	}
-}
-
-// Release ends a use of v begun by Acquire.
-func (v *View[C]) Release() {
-	v.inflight.Add(-1)
-	v.settle()
-}
-
-// Unpin ends a use of v begun by Pin.
-func (v *View[C]) Unpin() {
-	v.pinned.Add(-1)
-	v.settle()
-}
-
-// settle closes the channels that v's counts now allow, once retired.
-func (v *View[C]) settle() {
-	if !v.retired.Load() || v.inflight.Load() != 0 {
-		return
-	}
-	v.once.Do(func() { close(v.drained) })
-	if v.pinned.Load() == 0 {
-		v.unpinnedOnce.Do(func() { close(v.unpinned) })
-	}
-}
-
-// retire marks v replaced; drained is closed once no command uses it, and
-// unpinned once no callback does either.
-func (v *View[C]) retire() {
-	v.retired.Store(true)
-	v.settle()
-}
-
-// next returns a new View that starts as a copy of v's shards, rings, health
-// records, move state and still-closed gates, changed by edit, with fresh
-// counters and channels: every View is built here. (Its two counts differ
-// on purpose: moves wait for commands (drained), closing a client waits
-// for callbacks too (unpinned).)
-func (v *View[C]) next(edit func(*View[C])) *View[C] {
-	n := &View[C]{parent: v.parent, shards: v.shards, full: v.full, live: v.live, health: v.health,
-		prev: v.prev, prevIdx: v.prevIdx, window: v.window, gates: openGates(v.gates),
-		liveEpoch: v.parent.liveEpoch.Load()}
-	edit(n)
-	n.drained, n.unpinned = make(chan struct{}), make(chan struct{})
-	return n
-}
-
-// Locate returns the index of the live shard that owns key.
-func (v *View[C]) Locate(key string) int { return v.live.Locate(key) }
-
-// Len returns the number of shards, ejected ones included.
-func (v *View[C]) Len() int { return len(v.shards) }
-
-// Shard returns shard i.
-func (v *View[C]) Shard(i int) Shard[C] { return v.shards[i] }
-
-// Fingerprint returns a 64-bit FNV-1a hash of v's shard list as it places
-// keys: each shard's identity (ID), name and weight, in order (shards
-// leaving in a move included), and whether a move is in progress. Views
-// that place keys alike give the same value, whatever their ejections; a
-// change of the list (a shard added, removed, moved, renamed or
-// re-weighted, the order changed, a move begun or ended) gives another, but
-// for hash collisions. A backend puts part of it in a cursor that names a
-// shard by position, to refuse the cursor once keys may have moved between
-// the shards it walks.
-func (v *View[C]) Fingerprint() uint64 {
-	v.fingerprint.once.Do(func() {
-		h := fnv.New64a()
-		for i, sh := range v.shards {
-			fmt.Fprintf(h, "%s\x00%s\x00%d\x00", v.ID(i), sh.Name, sh.Weight)
-		}
-		fmt.Fprint(h, v.Moving())
-		v.fingerprint.sum = h.Sum64()
-	})
-	return v.fingerprint.sum
-}
-
-// Client returns the client of shard i.
-func (v *View[C]) Client(i int) C { return v.shards[i].Client }
-
-// Label names shard i for messages, as `shard 1 "b" (10.0.0.2:6379)`.
-func (v *View[C]) Label(i int) string {
-	return label(i, v.shards[i].Name, v.shards[i].Addr)
-}
-
-// Err wraps err, a failure of shard i, in a *ShardError naming the shard.
-// It returns nil for a nil err.
-func (v *View[C]) Err(i int, err error) error {
-	if err == nil {
-		return nil
-	}
-	sh := v.shards[i]
-	return &ShardError{Index: i, Name: sh.Name, Addr: sh.Addr, Err: err}
-}
-
-// Ejected reports whether shard i is ejected in this view. (A shard that a
-// move is removing owns no key but is not ejected.)
-func (v *View[C]) Ejected(i int) bool {
-	if i < v.live.Len() {
-		return v.live.Ejected(i)
-	}
-	return v.health[i].ejected.Load()
-}
-
-// Ring returns the ring of the live shards.
-func (v *View[C]) Ring() *ring.Ring { return v.live }
-
-// FullRing returns the ring of every shard of the list, ejected ones
-// included: where keys go once every shard is live. (During a move, the
-// shards that the move removes are not on it.)
-func (v *View[C]) FullRing() *ring.Ring { return v.full }
-
-// GroupKeys splits keys by owning shard. Groups are ordered by shard index;
-// within a group keys keep their input order, and Positions maps each back
-// to its index in keys, so that per-shard replies can be put back in order.
-// Shards that own none of the keys get no group.
-func (v *View[C]) GroupKeys(keys []string) []Group {
-	owners := make([]int, len(keys))
-	for i, k := range keys {
-		owners[i] = v.live.Locate(k)
-	}
-	return v.GroupOwned(keys, owners)
-}
-
-// GroupOwned is GroupKeys for keys whose owners the caller has found
-// already: owners[i] is the shard of keys[i], as Locate or Track returned
-// it on v. Every group's keys and positions are carved from one array each.
-func (v *View[C]) GroupOwned(keys []string, owners []int) []Group {
-	count := make([]int, len(v.shards))
-	ngroups := 0
-	for _, s := range owners {
-		if count[s]++; count[s] == 1 {
-			ngroups++
-		}
-	}
-	slot := make([]int, len(v.shards)) // shard -> its index in groups
-	groups := make([]Group, 0, ngroups)
-	flatKeys, flatPos := make([]string, len(keys)), make([]int, len(keys))
-	at := 0
-	for shard, n := range count {
-		if n > 0 {
-			slot[shard] = len(groups)
-			groups = append(groups, Group{Shard: shard, Keys: flatKeys[at : at : at+n], Positions: flatPos[at : at : at+n]})
-			at += n
-		}
-	}
-	for i, k := range keys {
-		g := &groups[slot[owners[i]]]
-		g.Keys = append(g.Keys, k)
-		g.Positions = append(g.Positions, i)
-	}
-	return groups
-}
-
-// ID returns shard i's identity, ring.ID of its node: its address when it
-// has one (the server holds its keys, whatever the shard's name or
-// position), else its name, else its slot. State that belongs to a shard
-// (health, subscriptions, migration checkpoints, moves) is kept by ID
-// across shard lists. Two shards of one view never share an ID.
-func (v *View[C]) ID(i int) string {
-	if i < v.full.Len() {
-		return v.full.ID(i)
-	}
-	for p, j := range v.prevIdx { // a shard the move in progress removes
-		if j == i {
-			return v.prev.ID(p)
-		}
-	}
-	panic("shardedclient: shard index out of range")
-}
-
-// indexOf returns the index of the shard with the given identity, or -1.
-func (v *View[C]) indexOf(id string) int {
-	if i := v.full.Index(id); i >= 0 {
-		return i
-	}
-	for p, j := range v.prevIdx { // a shard the move in progress removes
-		if j >= v.full.Len() && v.prev.ID(p) == id {
-			return j
-		}
-	}
-	return -1
-}
-
-// The methods below read the current View once each, without Acquire: for
-// a single lookup. A command that makes several lookups, or uses a shard's
-// client, runs on one View (Acquire).
-
-// Ring returns the ring of the live shards.
-func (s *Sharded[C]) Ring() *ring.Ring { return s.view.Load().live }
-
-// Locate returns the index of the live shard that owns key.
-func (s *Sharded[C]) Locate(key string) int { return s.view.Load().Locate(key) }
-
-// GetShard returns the client of the live shard that owns key, for the
-// caller to use with key directly. During a move it first moves key to its
-// new owner (View.Prepare, under ctx), so that what the caller writes there
-// cannot be overwritten or lost by the move. If that fails it returns the
-// zero C and the error: neither owner is safe to hand out then, since a
-// move whose reply was lost may have left a copy on the new owner that wins
-// over a later write to the old one, and the new owner may lack the value.
-func (s *Sharded[C]) GetShard(ctx context.Context, key string) (C, error) {
-	v := s.Acquire()
+// GetShard returns the client of the live shard that owns key.
+func (s *Sharded[C]) GetShard(key string) C {
+	v := s.core.Acquire()
 	defer v.Release()
-	var p Pending
-	i := v.Track(&p, key)
-	if err := v.Prepare(ctx, &p, nil); err != nil {
-		var none C
-		return none, err
-	}
-	return v.shards[i].Client, nil
+	return v.Client(v.Locate(key))
 }
 
-// GetShardInfo returns the index, name and weight of the live shard that
-// owns key.
-func (s *Sharded[C]) GetShardInfo(key string) Info {
-	v := s.view.Load()
-	i := v.live.Locate(key)
-	return Info{Index: i, Name: v.shards[i].Name, Weight: v.shards[i].Weight}
+// Do runs fn with the client of the live shard that owns key, and reports
+// fn's error to that shard's health (classified by Health.Classify; the
+// caller's own cancel or deadline is never the shard's failure). The error
+// returned is fn's, wrapped in a *ShardError naming the shard unless
+// Classify says Answered. The shard's client stays open until fn returns,
+// even if SetShards drops it meanwhile.
+func (s *Sharded[C]) Do(ctx context.Context, key string, fn func(context.Context, C) error) error {
+	v := s.core.Acquire()
+	defer v.Release()
+	i := v.Locate(key)
+	return v.Finish(ctx, i, fn(ctx, v.Client(i)))
 }
+
+// Locate returns the index, in the shard list, of the live shard that owns
+// key.
+func (s *Sharded[C]) Locate(key string) int { return s.core.Locate(key) }
+
+// GetShardInfo returns the index, name and weight of the live shard that owns key.
+func (s *Sharded[C]) GetShardInfo(key string) Info { return s.core.GetShardInfo(key) }
+
+// Ring returns the ring of the live shards (ejected ones own nothing).
+func (s *Sharded[C]) Ring() *ring.Ring { return s.core.Ring() }
 
 // AllShards returns a copy of the shard list, in order.
-func (s *Sharded[C]) AllShards() []Shard[C] {
-	return append([]Shard[C](nil), s.view.Load().shards...)
-}
+func (s *Sharded[C]) AllShards() []Shard[C] { return s.core.AllShards() }
 
-// Close stops the health goroutines and timers, then closes every shard's
-// client (with the function of SetCloser, or its io.Closer), and returns a *MultiShardError (Op
-// "Close") naming each shard whose Close failed, or nil. Clients of views that SetShards
-// retired are closed as their commands end.
-func (s *Sharded[C]) Close() error {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return nil
-	}
-	s.closed = true
-	s.closing.Store(true)
-	close(s.stop)
-	v := s.view.Load()
-	for _, h := range v.health {
-		h.stopTimer()
-	}
-	s.mu.Unlock()
-	s.wg.Wait()
-	errs := make([]error, len(v.shards))
-	all := make([]int, len(v.shards))
-	for i, sh := range v.shards {
-		all[i] = i
-		if err := s.closeClient(sh.Client); err != nil {
-			errs[i] = fmt.Errorf("close: %w", err)
-		}
-	}
-	return v.MultiErr("Close", all, errs)
-}
+// Plan returns the share of the keyspace that moves between each pair of
+// shards if the shard list became nodes (see ring.Diff).
+func (s *Sharded[C]) Plan(nodes []ring.Node) (ring.Diff, error) { return s.core.Plan(nodes) }
 
-// SetClosedErr sets the error that a call failing because Close closed its
-// shard's connection under it is given (besides its own, in a *ShardError):
-// the backend's own, such as go-redis's redis.ErrClosed; ErrClosed by
-// default. Such a failure is the caller's, not the shard's: it counts as a
-// request only. Call it once, before the first call.
-func (s *Sharded[C]) SetClosedErr(err error) { s.closedErr = err }
+// SetShards replaces the shard list at run time, atomically (each GetShard or Do
+// sees the old list or the new one), with minimal key movement. A shard
+// that keeps its identity keeps its health record; the clients of shards
+// that leave are closed once the calls using them have ended. It refuses
+// (*PlacementShiftError) a list under which keys of shards that stay would
+// move, and returns ErrClosed after Close.
+func (s *Sharded[C]) SetShards(shards []Shard[C]) error { return s.core.SetShards(shards) }
 
-// SetCloser sets how a shard's client is closed, when SetShards or a move
-// drops it and at Close, for a backend whose clients hold more than their
-// own Close releases; call it once, before the first change. Without it, a
-// client that implements io.Closer is closed with its Close.
-func (s *Sharded[C]) SetCloser(fn func(C) error) { s.closer = fn }
+// Stats returns each shard's counters, in list order.
+func (s *Sharded[C]) Stats() []ShardStats { return s.core.Stats() }
 
-// closeClient closes c as SetCloser says.
-func (s *Sharded[C]) closeClient(c C) error {
-	if s.closer != nil {
-		return s.closer(c)
-	}
-	if cl, ok := any(c).(io.Closer); ok {
-		return cl.Close()
-	}
-	return nil
-}
+// Changes returns a channel that receives a value after every change of the
+// shard list or of a shard's ejection; changes not yet taken are merged into
+// one value. stop ends the subscription (the channel is not closed).
+func (s *Sharded[C]) Changes() (changes <-chan struct{}, stop func()) { return s.core.Changes() }
+
+// Close stops the health goroutines, then closes every shard's client that
+// implements io.Closer, and returns a *MultiShardError naming each shard
+// whose Close failed, or nil. SetShards after Close returns ErrClosed.
+func (s *Sharded[C]) Close() error { return s.core.Close() }

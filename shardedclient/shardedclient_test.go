@@ -1,156 +1,148 @@
-package shardedclient
+package shardedclient_test
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
-	"strings"
 	"testing"
 
 	"github.com/shardedcache/shardedcache/ring"
+	"github.com/shardedcache/shardedcache/shardedclient"
 )
 
-// fakeClient records whether it was closed and fails its Close when asked.
-type fakeClient struct {
-	name    string
-	closed  bool
-	failErr error
+// table is a target that is not a cache: a database table, named.
+type table struct {
+	name   string
+	down   bool // its calls fail
+	closed int  // Close calls
 }
 
-func (f *fakeClient) Close() error {
-	f.closed = true
-	return f.failErr
-}
+func (t *table) Close() error { t.closed++; return nil }
 
-func newTest(t *testing.T, p ring.Preset) (*Sharded[*fakeClient], []*fakeClient) {
-	t.Helper()
-	clients := []*fakeClient{{name: "a"}, {name: "b", failErr: errors.New("boom")}, {name: "c"}}
-	var shards []Shard[*fakeClient]
-	for i, c := range clients {
-		shards = append(shards, Shard[*fakeClient]{Name: c.name, Weight: i, Addr: "10.0.0." + fmt.Sprint(i+1) + ":6379", Client: c})
+var errDown = errors.New("connection refused (test)")
+
+func tables(names ...string) []shardedclient.Shard[*table] {
+	out := make([]shardedclient.Shard[*table], len(names))
+	for i, n := range names {
+		out[i] = shardedclient.Shard[*table]{Name: n, Client: &table{name: n}}
 	}
-	s, err := New(shards, p)
+	return out
+}
+
+// Keys are placed as the ring places them (the Jedis preset by default):
+// the owner Sharded gives is the ring's, for every key.
+func TestShardedPlacesAsTheRing(t *testing.T) {
+	list := tables("users_0", "users_1", "users_2")
+	list[2].Weight = 2
+	s, err := shardedclient.New(list, shardedclient.Health[*table]{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return s, clients
-}
-
-func TestGetShardFollowsRing(t *testing.T) {
-	s, clients := newTest(t, nil)
-	r, err := ring.New([]ring.Node{{Name: "a"}, {Name: "b", Weight: 1}, {Name: "c", Weight: 2}}, nil)
+	defer s.Close()
+	r, err := ring.New([]ring.Node{{Name: "users_0"}, {Name: "users_1"}, {Name: "users_2", Weight: 2}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i := range 2000 {
-		key := fmt.Sprintf("key:%d", i)
+	for i := range 5000 {
+		key := fmt.Sprintf("user:%d", i)
 		want := r.Locate(key)
-		if got, err := s.GetShard(context.Background(), key); err != nil || got != clients[want] {
-			t.Fatalf("GetShard(%q) = %s, ring says %d", key, got.name, want)
+		if got := s.Locate(key); got != want {
+			t.Fatalf("Locate(%q) = %d; the ring says %d", key, got, want)
 		}
-		info := s.GetShardInfo(key)
-		if info.Index != want || info.Name != clients[want].name || info.Weight != max(want, 1) {
-			t.Fatalf("GetShardInfo(%q) = %+v, want index %d", key, info, want)
+		if got := s.GetShard(key); got != list[want].Client {
+			t.Fatalf("GetShard(%q) = %s; want %s", key, got.name, list[want].Client.name)
 		}
-	}
-	if len(s.AllShards()) != 3 || s.AllShards()[0].Weight != 1 {
-		t.Fatalf("AllShards = %+v", s.AllShards())
-	}
-}
-
-func TestGroupKeys(t *testing.T) {
-	s, _ := newTest(t, nil)
-	keys := make([]string, 500)
-	for i := range keys {
-		keys[i] = fmt.Sprintf("k%d", i)
-	}
-	v := s.Acquire()
-	defer v.Release()
-	groups := v.GroupKeys(keys)
-	seen := make([]bool, len(keys))
-	for gi, g := range groups {
-		if gi > 0 && groups[gi-1].Shard >= g.Shard {
-			t.Fatal("groups are not ordered by shard")
-		}
-		if !slices.IsSorted(g.Positions) || len(g.Keys) != len(g.Positions) {
-			t.Fatalf("group %d: positions %v out of input order", g.Shard, g.Positions)
-		}
-		for j, k := range g.Keys {
-			p := g.Positions[j]
-			if keys[p] != k || s.Locate(k) != g.Shard || seen[p] {
-				t.Fatalf("group %d: key %q at position %d misplaced", g.Shard, k, p)
-			}
-			seen[p] = true
-		}
-	}
-	if len(groups) != 3 || slices.Contains(seen, false) {
-		t.Fatalf("%d groups; every key in exactly one group: %v", len(groups), !slices.Contains(seen, false))
-	}
-	if got := v.GroupKeys(nil); len(got) != 0 {
-		t.Fatalf("GroupKeys(nil) = %v", got)
-	}
-	// The groups are carved from one array each, yet do not alias:
-	// appending to one group's Keys or Positions changes no other group.
-	before := make([][]string, len(groups))
-	beforePos := make([][]int, len(groups))
-	for i, g := range groups {
-		before[i], beforePos[i] = slices.Clone(g.Keys), slices.Clone(g.Positions)
-	}
-	for i := range groups {
-		groups[i].Keys = append(groups[i].Keys, "extra")
-		groups[i].Positions = append(groups[i].Positions, -1)
-	}
-	for i, g := range groups {
-		if !slices.Equal(g.Keys[:len(g.Keys)-1], before[i]) || !slices.Equal(g.Positions[:len(g.Positions)-1], beforePos[i]) {
-			t.Errorf("group %d changed by an append to another: %v %v, was %v %v", i, g.Keys, g.Positions, before[i], beforePos[i])
+		if got := s.GetShardInfo(key); got != (shardedclient.Info{Index: want, Name: list[want].Name, Weight: max(list[want].Weight, 1)}) {
+			t.Fatalf("GetShardInfo(%q) = %+v", key, got)
 		}
 	}
 }
 
-func TestNewErrors(t *testing.T) {
-	if _, err := New[*fakeClient](nil, nil); err == nil || err.Error() != "shardedclient: no shards" {
-		t.Fatalf("no shards: %v", err)
+// Do reports each call's outcome to the shard's health: in EjectMode a
+// shard that fails FailureLimit times in a row is ejected, its keys go to
+// the shards the ring names, and the failure reaches the caller as a
+// *ShardError naming the shard; a subscriber of Changes hears of it.
+func TestShardedDoEjects(t *testing.T) {
+	list := tables("a", "b", "c")
+	s, err := shardedclient.New(list, shardedclient.Health[*table]{Mode: shardedclient.EjectMode, FailureLimit: 2}, nil)
+	if err != nil {
+		t.Fatal(err)
 	}
-	_, err := New([]Shard[*fakeClient]{{Name: "a", Client: &fakeClient{}}, {Name: "b"}}, nil)
-	if err == nil || err.Error() != `shardedclient: shard 1 ("b"): nil client` {
-		t.Fatalf("nil client: %v", err)
+	defer s.Close()
+	changes, stop := s.Changes()
+	defer stop()
+	key := "k1"
+	for s.Locate(key) != 1 {
+		key += "x"
 	}
-	_, err = New([]Shard[*fakeClient]{{Name: "a", Client: &fakeClient{}}, {Name: "a", Client: &fakeClient{}}}, nil)
-	if err == nil || !strings.Contains(err.Error(), `same name "a"`) {
-		t.Fatalf("duplicate name: %v", err)
+	list[1].Client.down = true
+	call := func(ctx context.Context, t *table) error {
+		if t.down {
+			return errDown
+		}
+		return nil
 	}
-	var nilIface []Shard[fmt.Stringer]
-	if _, err := New(append(nilIface, Shard[fmt.Stringer]{}), nil); err == nil {
-		t.Fatal("nil interface client accepted")
-	}
-}
-
-func TestCloseClosesAllAndNamesFailures(t *testing.T) {
-	s, clients := newTest(t, nil)
-	err := s.Close()
-	for _, c := range clients {
-		if !c.closed {
-			t.Fatalf("client %s not closed", c.name)
+	for n := range 2 {
+		err := s.Do(context.Background(), key, call)
+		var se *shardedclient.ShardError
+		if !errors.As(err, &se) || se.Name != "b" || !errors.Is(err, errDown) {
+			t.Fatalf("call %d: %v; want a *ShardError naming b around errDown", n+1, err)
 		}
 	}
-	var se *ShardError
-	if !errors.As(err, &se) || se.Index != 1 || se.Name != "b" || se.Addr != "10.0.0.2:6379" {
-		t.Fatalf("Close error %v, want a ShardError for shard 1", err)
+	stats := s.Stats()
+	if !stats[1].Ejected || stats[1].Ejections != 1 || stats[1].Errors != 2 || stats[1].Requests != 2 {
+		t.Fatalf("b's stats after 2 failures: %+v; want ejected once, 2 errors of 2 requests", stats[1])
 	}
-	var multi *MultiShardError
-	if !errors.As(err, &multi) || multi.Op != "Close" || multi.Reached != 3 || len(multi.Shards) != 1 {
-		t.Fatalf("Close error %#v, want a *MultiShardError for Close naming one of 3 shards", err)
+	select {
+	case <-changes:
+	default:
+		t.Fatal("no change heard after the ejection")
 	}
-	if want := `shardedcache: Close: 1 of 3 shards failed: shard 1 "b" (10.0.0.2:6379): close: boom`; err.Error() != want {
-		t.Fatalf("Close error %q, want %q", err, want)
+	want := s.Ring().Locate(key)
+	if want == 1 || s.Locate(key) != want {
+		t.Fatalf("after b's ejection %q is on %d (ring: %d); want another shard", key, s.Locate(key), want)
+	}
+	if err := s.Do(context.Background(), key, call); err != nil {
+		t.Fatalf("a call on the stand-in: %v", err)
 	}
 }
 
-func TestLookupAllocatesNothing(t *testing.T) {
-	s, _ := newTest(t, nil)
-	ctx := context.Background()
-	if n := testing.AllocsPerRun(1000, func() { _, _ = s.GetShard(ctx, "user:42") }); n != 0 {
-		t.Fatalf("GetShard allocates %v times", n)
+// SetShards closes the clients of shards that leave (once no call uses
+// them), Close the others;
+// SetShards after Close returns ErrClosed. Bad lists name the bad value.
+func TestShardedSetShardsAndClose(t *testing.T) {
+	list := tables("a", "b", "c")
+	s, err := shardedclient.New(list, shardedclient.Health[*table]{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetShards(list[:2]); err != nil {
+		t.Fatal(err)
+	}
+	if got := len(s.AllShards()); got != 2 {
+		t.Fatalf("after SetShards(a, b): %d shards; want 2", got)
+	}
+	if err := s.Close(); err != nil { // waits for the closing of c too
+		t.Fatal(err)
+	}
+	for _, sh := range list {
+		if sh.Client.closed != 1 {
+			t.Fatalf("%s closed %d times; want once (c by SetShards, a and b by Close)", sh.Name, sh.Client.closed)
+		}
+	}
+	if err := s.SetShards(list); !errors.Is(err, shardedclient.ErrClosed) {
+		t.Fatalf("SetShards after Close: %v; want ErrClosed", err)
+	}
+	for _, tc := range []struct {
+		list []shardedclient.Shard[*table]
+		want string
+	}{
+		{nil, "shardedclient: no shards"},
+		{[]shardedclient.Shard[*table]{{Name: "a"}}, `shardedclient: shard 0 ("a"): nil client`},
+		{append(tables("a"), tables("a")...), `ring: nodes 0 and 1 have the same name "a"`},
+	} {
+		if _, err := shardedclient.New(tc.list, shardedclient.Health[*table]{}, nil); err == nil || err.Error() != tc.want {
+			t.Errorf("New(%d shards) = %v; want %q", len(tc.list), err, tc.want)
+		}
 	}
 }

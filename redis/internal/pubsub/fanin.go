@@ -6,8 +6,8 @@
 //   - Every subscription is held where PUBLISH reaches it: a channel (or a
 //     shard channel) on the live shard that owns it, a pattern on every live
 //     shard. Subscriptions belong to shards by identity
-//     (shardedclient.View.ID), never by position, and follow every change of
-//     the shard list: SetShards, BeginMove, EndMove, an ejection, a rejoin.
+//     (shardcore.View.ID), never by position, and follow every change of
+//     the shard list: SetShards, BeginWindow, EndWindow, an ejection, a rejoin.
 //     A publish reaches one server, which one connection of the fan-in holds
 //     it on, so a message is delivered at most once per subscription. A
 //     connection the fan-in leaves (its shard left, was ejected or changed
@@ -47,13 +47,14 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/shardedcache/shardedcache/internal/shardcore"
 	"github.com/shardedcache/shardedcache/shardedclient"
 )
 
 // Shards is the sharded client's shard list.
-type Shards = shardedclient.Sharded[*goredis.Client]
+type Shards = shardcore.Sharded[*goredis.Client]
 
-type view = shardedclient.View[*goredis.Client]
+type view = shardcore.View[*goredis.Client]
 
 // kind is what a subscription names: a channel, a pattern or a shard channel.
 type kind uint8
@@ -212,7 +213,7 @@ func Dial(shards *Shards, clusters Clusters) net.Conn {
 	r, w := io.Pipe()
 	f := &fanIn{shards: shards, clusters: clusters, replies: newReplies(), cmds: r, done: make(chan struct{}),
 		ended: make(chan struct{}), subs: map[key]*subscription{}, conns: map[connKey]*shardConn{}}
-	changes, stop := shards.Watch()
+	changes, stop := shards.Changes()
 	f.wg.Add(1)
 	go f.watch(changes, stop)
 	go f.serve()

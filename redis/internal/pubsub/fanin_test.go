@@ -11,6 +11,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
 
+	"github.com/shardedcache/shardedcache/internal/shardcore"
 	"github.com/shardedcache/shardedcache/shardedclient"
 )
 
@@ -25,12 +26,12 @@ func TestPubSubShardFailureIsReadOnce(t *testing.T) {
 			live, dead := miniredis.RunT(t), miniredis.RunT(t)
 			deadAddr := dead.Addr()
 			dead.Close()
-			var list []shardedclient.Shard[*goredis.Client]
+			var list []shardcore.Shard[*goredis.Client]
 			for _, addr := range []string{live.Addr(), deadAddr} {
 				c := goredis.NewClient(&goredis.Options{Addr: addr, MaxRetries: -1, DialerRetries: 1})
-				list = append(list, shardedclient.Shard[*goredis.Client]{Addr: addr, Client: c})
+				list = append(list, shardcore.Shard[*goredis.Client]{Addr: addr, Client: c})
 			}
-			shards, err := shardedclient.New(list, nil)
+			shards, err := shardcore.New(list, shardcore.Backend[*goredis.Client]{}, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

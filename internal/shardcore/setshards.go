@@ -1,4 +1,4 @@
-package shardedclient
+package shardcore
 
 import (
 	"errors"
@@ -8,7 +8,7 @@ import (
 
 // ErrClosed is returned by SetShards after Close, and wrapped in the error
 // of a call that Close cut short (unless the backend set its own: see
-// SetClosedErr).
+// Backend.ClosedErr).
 var ErrClosed = errors.New("shardedclient: closed")
 
 // SetShards replaces the shard list at run time: add, remove, re-weight, or
@@ -21,7 +21,7 @@ var ErrClosed = errors.New("shardedclient: closed")
 // nothing, on the errors of New.
 func (s *Sharded[C]) SetShards(shards []Shard[C]) error { return s.SetShardsPrepared(shards, nil) }
 
-// SetShardsPrepared is SetShards with a prepare step, as in BeginMove:
+// SetShardsPrepared is SetShards with a prepare step, as in BeginWindow:
 // before the new view serves any command, prepare (when not nil) runs on it
 // with view changes held back (a backend brings the shards that join in
 // step with the others there). If prepare fails, nothing changes and its
@@ -59,7 +59,7 @@ var ErrPlacementShift = errors.New("the keys of shards that stay would move")
 // another name, or an unnamed shard of the Jedis ring, which is placed by
 // its position, so that removing or inserting a shard before it gives it
 // another position's virtual nodes (as Jedis does for the new list). Keep
-// the names (name unnamed shards), or move the keys with BeginMove.
+// the names (name unnamed shards), or move the keys with BeginWindow.
 type PlacementShiftError struct {
 	// Shards are the shards whose placement changes, as
 	// `shard 1 (10.0.0.3:6379): slot:2 -> slot:1`.
@@ -103,7 +103,7 @@ func (s *Sharded[C]) nextView(shards []Shard[C]) (cur, next *View[C], err error)
 	s.liveEpoch.Add(1) // the list changes which shard stands in for which
 	next, err = s.newView(shards, cur)
 	if err == nil {
-		next.gates = openGates(cur.gates) // a key a recent move changed still waits
+		next.barriers = openBarriers(cur.barriers) // a key a recent move changed still waits
 	}
 	return cur, next, err
 }

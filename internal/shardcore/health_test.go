@@ -1,4 +1,4 @@
-package shardedclient_test
+package shardcore_test
 
 // Shard failure: Report, the failure and eject modes, retries and probes,
 // events and Stats, with a fake client whose "down" flag makes its commands
@@ -15,8 +15,8 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/shardedcache/shardedcache/internal/shardcore"
 	"github.com/shardedcache/shardedcache/ring"
-	"github.com/shardedcache/shardedcache/shardedclient"
 )
 
 // errDown is the transport error of a testClient that is down.
@@ -54,7 +54,7 @@ func probeTest(_ context.Context, c *testClient) error {
 	return c.do()
 }
 
-type sharded = shardedclient.Sharded[*testClient]
+type sharded = shardcore.Sharded[*testClient]
 
 // newClients returns one testClient per name.
 func newClients(names ...string) []*testClient {
@@ -69,18 +69,24 @@ func newClients(names ...string) []*testClient {
 func shardAddr(i int) string { return fmt.Sprintf("10.0.0.%d:6379", i+1) }
 
 // shardList makes a named shard of weight 1 per client, at shardAddr(i).
-func shardList(clients []*testClient) []shardedclient.Shard[*testClient] {
-	out := make([]shardedclient.Shard[*testClient], len(clients))
+func shardList(clients []*testClient) []shardcore.Shard[*testClient] {
+	out := make([]shardcore.Shard[*testClient], len(clients))
 	for i, c := range clients {
-		out[i] = shardedclient.Shard[*testClient]{Name: c.name, Addr: shardAddr(i), Client: c}
+		out[i] = shardcore.Shard[*testClient]{Name: c.name, Addr: shardAddr(i), Client: c}
 	}
 	return out
 }
 
 // newSharded builds a Sharded over clients with h; t.Cleanup closes it.
-func newSharded(t *testing.T, h shardedclient.Health[*testClient], clients []*testClient) *sharded {
+func newSharded(t *testing.T, h shardcore.Health[*testClient], clients []*testClient) *sharded {
 	t.Helper()
-	s, err := shardedclient.NewWithHealth(shardList(clients), h, nil)
+	return newBackend(t, shardcore.Backend[*testClient]{Health: h}, clients)
+}
+
+// newBackend builds a Sharded over clients for b; t.Cleanup closes it.
+func newBackend(t *testing.T, b shardcore.Backend[*testClient], clients []*testClient) *sharded {
+	t.Helper()
+	s, err := shardcore.New(shardList(clients), b, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,19 +160,19 @@ func waitUntil(t *testing.T, timeout time.Duration, what string, cond func() boo
 // goroutines.
 type eventLog struct {
 	mu     sync.Mutex
-	events []shardedclient.Event
+	events []shardcore.Event
 }
 
-func (l *eventLog) add(e shardedclient.Event) {
+func (l *eventLog) add(e shardcore.Event) {
 	l.mu.Lock()
 	l.events = append(l.events, e)
 	l.mu.Unlock()
 }
 
-func (l *eventLog) all() []shardedclient.Event {
+func (l *eventLog) all() []shardcore.Event {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return append([]shardedclient.Event(nil), l.events...)
+	return append([]shardcore.Event(nil), l.events...)
 }
 
 // kinds returns the kinds of the events, as strings.
@@ -178,7 +184,7 @@ func (l *eventLog) kinds() []string {
 	return out
 }
 
-func (l *eventLog) count(kind shardedclient.EventKind) int {
+func (l *eventLog) count(kind shardcore.EventKind) int {
 	n := 0
 	for _, e := range l.all() {
 		if e.Kind == kind {
@@ -192,7 +198,7 @@ func (l *eventLog) count(kind shardedclient.EventKind) int {
 // context counts as a request but not as a failure.
 func TestHealthReportCountsRequestsAndErrors(t *testing.T) {
 	clients := newClients("a", "b", "c")
-	s := newSharded(t, shardedclient.Health[*testClient]{}, clients)
+	s := newSharded(t, shardcore.Health[*testClient]{}, clients)
 	ctx := context.Background()
 	v := s.Acquire()
 	for range 5 {
@@ -204,7 +210,7 @@ func TestHealthReportCountsRequestsAndErrors(t *testing.T) {
 	v.Report(ctx, 1, fmt.Errorf("get: %w", context.Canceled))
 	v.Report(ctx, 2, errDown)
 	v.Release()
-	want := []shardedclient.ShardStats{
+	want := []shardcore.ShardStats{
 		{Name: "a", Addr: shardAddr(0)},
 		{Name: "b", Addr: shardAddr(1), Requests: 9, Errors: 3},
 		{Name: "c", Addr: shardAddr(2), Requests: 1, Errors: 1},
@@ -219,7 +225,7 @@ func TestHealthReportCountsRequestsAndErrors(t *testing.T) {
 func TestHealthFailureModeNeverEjects(t *testing.T) {
 	clients := newClients("a", "b", "c")
 	var log eventLog
-	s := newSharded(t, shardedclient.Health[*testClient]{FailureLimit: 1, OnEvent: log.add}, clients)
+	s := newSharded(t, shardcore.Health[*testClient]{FailureLimit: 1, OnEvent: log.add}, clients)
 	ks := testKeys(10000)
 	ref := refRing(t, "a", "b", "c")
 	clients[1].down.Store(true)
@@ -229,7 +235,7 @@ func TestHealthFailureModeNeverEjects(t *testing.T) {
 		if i != ref.Locate(k) {
 			t.Fatalf("%s ran on shard %d, ring says %d", k, i, ref.Locate(k))
 		}
-		var se *shardedclient.ShardError
+		var se *shardcore.ShardError
 		switch {
 		case i != 1 && err != nil:
 			t.Fatalf("%s on live shard %d: %v", k, i, err)
@@ -243,8 +249,8 @@ func TestHealthFailureModeNeverEjects(t *testing.T) {
 	if st.Ejected || st.Ejections != 0 || st.Errors != uint64(failed) || st.Requests != uint64(failed) {
 		t.Fatalf("dead shard stats %+v, want %d requests and errors, not ejected", st, failed)
 	}
-	if log.count(shardedclient.EventFailure) != failed || len(log.all()) != failed {
-		t.Fatalf("events: %d failures of %d events, want %d failures only", log.count(shardedclient.EventFailure), len(log.all()), failed)
+	if log.count(shardcore.EventFailure) != failed || len(log.all()) != failed {
+		t.Fatalf("events: %d failures of %d events, want %d failures only", log.count(shardcore.EventFailure), len(log.all()), failed)
 	}
 	if s.Ring().Ejected(1) {
 		t.Fatal("the ring ejected shard 1 in failure mode")
@@ -255,7 +261,7 @@ func TestHealthFailureModeNeverEjects(t *testing.T) {
 // success in between starts the count again.
 func TestHealthEjectAfterExactlyFailureLimit(t *testing.T) {
 	clients := newClients("a", "b", "c")
-	s := newSharded(t, shardedclient.Health[*testClient]{Mode: shardedclient.EjectMode, FailureLimit: 3, RetryTimeout: time.Hour}, clients)
+	s := newSharded(t, shardcore.Health[*testClient]{Mode: shardcore.EjectMode, FailureLimit: 3, RetryTimeout: time.Hour}, clients)
 	key := keyOn(t, s, testKeys(100), 1)
 	fail := func(n int) {
 		clients[1].down.Store(true)
@@ -289,7 +295,7 @@ func TestHealthEjectAfterExactlyFailureLimit(t *testing.T) {
 // moves; Locate, GetShard, GroupKeys never return it.
 func TestHealthEjectMovesOnlyEjectedShardKeys(t *testing.T) {
 	clients := newClients("a", "b", "c")
-	s := newSharded(t, shardedclient.Health[*testClient]{Mode: shardedclient.EjectMode, FailureLimit: 2, RetryTimeout: time.Hour}, clients)
+	s := newSharded(t, shardcore.Health[*testClient]{Mode: shardcore.EjectMode, FailureLimit: 2, RetryTimeout: time.Hour}, clients)
 	ks := testKeys(10000)
 	ref := refRing(t, "a", "b", "c")
 	ejected, err := ref.Eject(1)
@@ -347,7 +353,7 @@ func TestHealthEjectMovesOnlyEjectedShardKeys(t *testing.T) {
 func TestHealthLastLiveShardIsNeverEjected(t *testing.T) {
 	clients := newClients("a", "b", "c")
 	var log eventLog
-	s := newSharded(t, shardedclient.Health[*testClient]{Mode: shardedclient.EjectMode, FailureLimit: 1, RetryTimeout: time.Hour, OnEvent: log.add}, clients)
+	s := newSharded(t, shardcore.Health[*testClient]{Mode: shardcore.EjectMode, FailureLimit: 1, RetryTimeout: time.Hour, OnEvent: log.add}, clients)
 	ks := testKeys(1000)
 	for _, c := range clients {
 		c.down.Store(true)
@@ -370,7 +376,7 @@ func TestHealthLastLiveShardIsNeverEjected(t *testing.T) {
 			t.Fatalf("%s: shard %d, %v; want the failure of the last shard %d", k, i, err, live[0])
 		}
 	}
-	if n := log.count(shardedclient.EventEjected); n != 2 {
+	if n := log.count(shardcore.EventEjected); n != 2 {
 		t.Fatalf("%d ejected events, want 2: %v", n, log.kinds())
 	}
 	if st := s.Stats()[live[0]]; st.Ejections != 0 {
@@ -382,7 +388,7 @@ func TestHealthLastLiveShardIsNeverEjected(t *testing.T) {
 func TestHealthConcurrentFailuresEjectOnce(t *testing.T) {
 	clients := newClients("a", "b", "c")
 	var log eventLog
-	s := newSharded(t, shardedclient.Health[*testClient]{Mode: shardedclient.EjectMode, FailureLimit: 2, RetryTimeout: time.Hour, OnEvent: log.add}, clients)
+	s := newSharded(t, shardcore.Health[*testClient]{Mode: shardcore.EjectMode, FailureLimit: 2, RetryTimeout: time.Hour, OnEvent: log.add}, clients)
 	var wg sync.WaitGroup
 	for range 16 {
 		wg.Go(func() {
@@ -395,8 +401,8 @@ func TestHealthConcurrentFailuresEjectOnce(t *testing.T) {
 	}
 	wg.Wait()
 	st := s.Stats()[1]
-	if !st.Ejected || st.Ejections != 1 || log.count(shardedclient.EventEjected) != 1 {
-		t.Fatalf("stats %+v, %d ejected events; want one ejection", st, log.count(shardedclient.EventEjected))
+	if !st.Ejected || st.Ejections != 1 || log.count(shardcore.EventEjected) != 1 {
+		t.Fatalf("stats %+v, %d ejected events; want one ejection", st, log.count(shardcore.EventEjected))
 	}
 	if st.Errors != 800 || st.Requests != 800 {
 		t.Fatalf("shard 1: %d requests, %d errors; want 800 reports of failure", st.Requests, st.Errors)
@@ -408,8 +414,8 @@ func TestHealthConcurrentFailuresEjectOnce(t *testing.T) {
 func TestHealthEventsNameTheShard(t *testing.T) {
 	clients := newClients("a", "b", "c")
 	var log eventLog
-	s := newSharded(t, shardedclient.Health[*testClient]{
-		Mode: shardedclient.EjectMode, FailureLimit: 2, RetryTimeout: 50 * time.Millisecond,
+	s := newSharded(t, shardcore.Health[*testClient]{
+		Mode: shardcore.EjectMode, FailureLimit: 2, RetryTimeout: 50 * time.Millisecond,
 		Probe:   func(context.Context, *testClient) error { return nil }, // the first retry succeeds
 		OnEvent: log.add,
 	}, clients)
@@ -427,7 +433,7 @@ func TestHealthEventsNameTheShard(t *testing.T) {
 		if e.Shard != 2 || e.Name != "c" || e.Addr != shardAddr(2) || e.Time.Before(start) || e.Time.After(time.Now()) {
 			t.Fatalf("event %d = %+v, want shard 2 %q at %s", i, e, "c", shardAddr(2))
 		}
-		if wantErr := e.Kind != shardedclient.EventRejoined; wantErr != errors.Is(e.Err, errDown) || !wantErr && e.Err != nil {
+		if wantErr := e.Kind != shardcore.EventRejoined; wantErr != errors.Is(e.Err, errDown) || !wantErr && e.Err != nil {
 			t.Fatalf("event %d (%s) has error %v", i, e.Kind, e.Err)
 		}
 	}
@@ -443,8 +449,8 @@ func TestHealthRetryProbeDecidesRejoin(t *testing.T) {
 	clients := newClients("a", "b", "c")
 	var log eventLog
 	var rejoins atomic.Int64
-	s := newSharded(t, shardedclient.Health[*testClient]{
-		Mode: shardedclient.EjectMode, FailureLimit: 1, RetryTimeout: 50 * time.Millisecond,
+	s := newSharded(t, shardcore.Health[*testClient]{
+		Mode: shardcore.EjectMode, FailureLimit: 1, RetryTimeout: 50 * time.Millisecond,
 		Probe: probeTest, OnEvent: log.add,
 		OnRejoin: func(context.Context, *testClient) error { rejoins.Add(1); return nil },
 	}, clients)
@@ -467,7 +473,7 @@ func TestHealthRetryProbeDecidesRejoin(t *testing.T) {
 	}
 	// Each failed retry is a failure event of shard 0.
 	for _, e := range log.all()[2:] {
-		if e.Kind != shardedclient.EventFailure || e.Shard != 0 || !errors.Is(e.Err, errDown) {
+		if e.Kind != shardcore.EventFailure || e.Shard != 0 || !errors.Is(e.Err, errDown) {
 			t.Fatalf("event after the ejection: %+v, want a failure of shard 0", e)
 		}
 	}
@@ -495,7 +501,7 @@ func TestHealthRetryProbeDecidesRejoin(t *testing.T) {
 // With no Probe, an ejected shard rejoins once RetryTimeout has passed.
 func TestHealthEjectWithoutProbeRejoinsAfterRetryTimeout(t *testing.T) {
 	clients := newClients("a", "b", "c")
-	s := newSharded(t, shardedclient.Health[*testClient]{Mode: shardedclient.EjectMode, FailureLimit: 1, RetryTimeout: 50 * time.Millisecond}, clients)
+	s := newSharded(t, shardcore.Health[*testClient]{Mode: shardcore.EjectMode, FailureLimit: 1, RetryTimeout: 50 * time.Millisecond}, clients)
 	clients[1].down.Store(true)
 	start := time.Now()
 	call(s, keyOn(t, s, testKeys(100), 1))
@@ -516,8 +522,8 @@ func TestHealthOnRejoinErrorKeepsShardOut(t *testing.T) {
 	var s *sharded
 	var calls atomic.Int64
 	var wrong atomic.Value // the first violation seen inside OnRejoin
-	s = newSharded(t, shardedclient.Health[*testClient]{
-		Mode: shardedclient.EjectMode, FailureLimit: 1, RetryTimeout: 20 * time.Millisecond,
+	s = newSharded(t, shardcore.Health[*testClient]{
+		Mode: shardcore.EjectMode, FailureLimit: 1, RetryTimeout: 20 * time.Millisecond,
 		Probe: func(_ context.Context, c *testClient) error { c.probes.Add(1); return nil },
 		OnRejoin: func(ctx context.Context, c *testClient) error {
 			n := calls.Add(1)
@@ -559,8 +565,8 @@ func TestHealthOnRejoinErrorKeepsShardOut(t *testing.T) {
 func TestHealthProbeIntervalFindsDeadShardWithoutTraffic(t *testing.T) {
 	t.Run("eject", func(t *testing.T) {
 		clients := newClients("a", "b", "c")
-		s := newSharded(t, shardedclient.Health[*testClient]{
-			Mode: shardedclient.EjectMode, FailureLimit: 2, RetryTimeout: time.Hour,
+		s := newSharded(t, shardcore.Health[*testClient]{
+			Mode: shardcore.EjectMode, FailureLimit: 2, RetryTimeout: time.Hour,
 			ProbeInterval: 5 * time.Millisecond, Probe: probeTest,
 		}, clients)
 		clients[2].down.Store(true)
@@ -578,7 +584,7 @@ func TestHealthProbeIntervalFindsDeadShardWithoutTraffic(t *testing.T) {
 	})
 	t.Run("failure", func(t *testing.T) {
 		clients := newClients("a", "b", "c")
-		s := newSharded(t, shardedclient.Health[*testClient]{ProbeInterval: 5 * time.Millisecond, Probe: probeTest}, clients)
+		s := newSharded(t, shardcore.Health[*testClient]{ProbeInterval: 5 * time.Millisecond, Probe: probeTest}, clients)
 		clients[2].down.Store(true)
 		waitUntil(t, 5*time.Second, "probes do not count shard 2's errors", func() bool { return s.Stats()[2].Errors >= 3 })
 		if st := s.Stats()[2]; st.Ejected || st.Ejections != 0 || s.Ring().Ejected(2) {
@@ -590,24 +596,24 @@ func TestHealthProbeIntervalFindsDeadShardWithoutTraffic(t *testing.T) {
 func TestHealthValidationErrors(t *testing.T) {
 	clients := newClients("a", "b")
 	for _, tc := range []struct {
-		h    shardedclient.Health[*testClient]
+		h    shardcore.Health[*testClient]
 		want string
 	}{
-		{shardedclient.Health[*testClient]{FailureLimit: -1}, "shardedclient: failure limit -1 is negative"},
-		{shardedclient.Health[*testClient]{RetryTimeout: -time.Second}, "shardedclient: negative retry timeout, probe interval or probe timeout"},
-		{shardedclient.Health[*testClient]{ProbeInterval: -time.Second, Probe: probeTest}, "shardedclient: negative retry timeout, probe interval or probe timeout"},
-		{shardedclient.Health[*testClient]{ProbeTimeout: -time.Second}, "shardedclient: negative retry timeout, probe interval or probe timeout"},
-		{shardedclient.Health[*testClient]{ProbeInterval: time.Second}, "shardedclient: a probe interval needs a Probe"},
-		{shardedclient.Health[*testClient]{Mode: 2}, "shardedclient: unknown mode 2"},
+		{shardcore.Health[*testClient]{FailureLimit: -1}, "shardedclient: failure limit -1 is negative"},
+		{shardcore.Health[*testClient]{RetryTimeout: -time.Second}, "shardedclient: negative retry timeout, probe interval or probe timeout"},
+		{shardcore.Health[*testClient]{ProbeInterval: -time.Second, Probe: probeTest}, "shardedclient: negative retry timeout, probe interval or probe timeout"},
+		{shardcore.Health[*testClient]{ProbeTimeout: -time.Second}, "shardedclient: negative retry timeout, probe interval or probe timeout"},
+		{shardcore.Health[*testClient]{ProbeInterval: time.Second}, "shardedclient: a probe interval needs a Probe"},
+		{shardcore.Health[*testClient]{Mode: 2}, "shardedclient: unknown mode 2"},
 	} {
-		s, err := shardedclient.NewWithHealth(shardList(clients), tc.h, nil)
+		s, err := shardcore.New(shardList(clients), shardcore.Backend[*testClient]{Health: tc.h}, nil)
 		if s != nil || err == nil || err.Error() != tc.want {
-			t.Errorf("NewWithHealth(%+v) = %v, %v; want error %q", tc.h, s, err, tc.want)
+			t.Errorf("New(Health %+v) = %v, %v; want error %q", tc.h, s, err, tc.want)
 		}
 	}
 	for _, c := range clients {
 		if c.closed.Load() {
-			t.Fatalf("a failed NewWithHealth closed client %s", c.name)
+			t.Fatalf("a failed New closed client %s", c.name)
 		}
 	}
 }
@@ -618,11 +624,11 @@ func TestHealthValidationErrors(t *testing.T) {
 func TestHealthCloseStopsTimersAndProbeLoop(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	clients := newClients("a", "b", "c")
-	h := shardedclient.Health[*testClient]{
-		Mode: shardedclient.EjectMode, FailureLimit: 1, RetryTimeout: 50 * time.Millisecond,
+	h := shardcore.Health[*testClient]{
+		Mode: shardcore.EjectMode, FailureLimit: 1, RetryTimeout: 50 * time.Millisecond,
 		ProbeInterval: 2 * time.Millisecond, Probe: probeTest,
 	}
-	s, err := shardedclient.NewWithHealth(shardList(clients), h, nil)
+	s, err := shardcore.New(shardList(clients), shardcore.Backend[*testClient]{Health: h}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -675,8 +681,8 @@ func TestHealthCloseWaitsForRunningRetryProbe(t *testing.T) {
 	entered := make(chan struct{}, 1)
 	done := make(chan struct{})
 	var running, closedUnder atomic.Bool
-	h := shardedclient.Health[*testClient]{
-		Mode: shardedclient.EjectMode, FailureLimit: 1, RetryTimeout: 10 * time.Millisecond,
+	h := shardcore.Health[*testClient]{
+		Mode: shardcore.EjectMode, FailureLimit: 1, RetryTimeout: 10 * time.Millisecond,
 		ProbeTimeout: 300 * time.Millisecond,
 		Probe: func(ctx context.Context, c *testClient) error {
 			running.Store(true)
@@ -691,7 +697,7 @@ func TestHealthCloseWaitsForRunningRetryProbe(t *testing.T) {
 			return ctx.Err()
 		},
 	}
-	s, err := shardedclient.NewWithHealth(shardList(clients), h, nil)
+	s, err := shardcore.New(shardList(clients), shardcore.Backend[*testClient]{Health: h}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

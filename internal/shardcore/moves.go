@@ -1,4 +1,4 @@
-package shardedclient
+package shardcore
 
 import (
 	"context"
@@ -6,11 +6,11 @@ import (
 	"slices"
 )
 
-// The moving-key protocol, in one place. During a move (BeginMove) and for a
+// The moving-key protocol, in one place. During a move (BeginWindow) and for a
 // while after each step of it, a command's keys may need two things before
 // the command runs:
 //
-//   - to wait for a gate: a key that a step changed waits until the commands
+//   - to wait for a barrier: a key that a step changed waits until the commands
 //     begun on the views before that step have ended (one of them may still
 //     write the key on its old owner);
 //   - to be moved: a key whose owner changed and that may still be on its
@@ -20,7 +20,7 @@ import (
 //
 // A backend tracks each key of a command on the command's View (Track, which
 // also tells the key's owner), then calls Prepare once before sending
-// anything. Outside a move, with no gate open, both cost a few loads and
+// anything. Outside a move, with no barrier open, both cost a few loads and
 // allocate nothing.
 
 // MovingKey is a key whose owner changes in the move in progress: From is
@@ -36,12 +36,12 @@ type MovingKey struct {
 // new owner (or on neither shard), else an error naming what failed.
 type Mover[C comparable] func(ctx context.Context, v *View[C], keys []MovingKey) error
 
-// Pending is what a command's keys need before the command runs: the gates
+// Pending is what a command's keys need before the command runs: the barriers
 // to wait for and the keys to move. The zero value is empty; a backend keeps
 // one per command (or per pipeline) and fills it with View.Track.
 type Pending struct {
-	gates  []<-chan struct{}
-	moving []MovingKey
+	barriers []<-chan struct{}
+	moving   []MovingKey
 }
 
 // Moving returns the keys to move that p holds.
@@ -49,7 +49,7 @@ func (p *Pending) Moving() []MovingKey { return p.moving }
 
 // Reset empties p, keeping its storage.
 func (p *Pending) Reset() {
-	p.gates, p.moving = p.gates[:0], p.moving[:0]
+	p.barriers, p.moving = p.barriers[:0], p.moving[:0]
 }
 
 // Track records in p what key needs before a command may use it on v, and
@@ -61,9 +61,9 @@ func (p *Pending) Reset() {
 // remembers moves, a key whose only ejected owner is its old one is
 // settled: it is reported moving, From ejected.)
 func (v *View[C]) Track(p *Pending, key string) int {
-	for _, g := range v.gates {
-		if g.changes(key) && !slices.Contains(p.gates, (<-chan struct{})(g.done)) {
-			p.gates = append(p.gates, g.done)
+	for _, g := range v.barriers {
+		if g.changes(key) && !slices.Contains(p.barriers, (<-chan struct{})(g.done)) {
+			p.barriers = append(p.barriers, g.done)
 		}
 	}
 	if v.prev == nil {
@@ -76,8 +76,8 @@ func (v *View[C]) Track(p *Pending, key string) int {
 	return to
 }
 
-// Prepare waits until every gate of p is open, then moves p's keys with
-// move, or with the backend's Mover (see SetMover) when move is nil, their
+// Prepare waits until every barrier of p is open, then moves p's keys with
+// move, or with the backend's Mover (Backend.Move) when move is nil, their
 // locks held only while they move:
 // once a key has left its old owner nothing puts it back there (commands of
 // older views have ended, and the migration takes the same locks), so the
@@ -85,7 +85,7 @@ func (v *View[C]) Track(p *Pending, key string) int {
 // waiting, ErrNoMover if keys must move and no Mover was set, and the
 // Mover's error.
 func (v *View[C]) Prepare(ctx context.Context, p *Pending, move Mover[C]) error {
-	for _, g := range p.gates {
+	for _, g := range p.barriers {
 		select {
 		case <-g:
 		case <-ctx.Done():
@@ -97,7 +97,7 @@ func (v *View[C]) Prepare(ctx context.Context, p *Pending, move Mover[C]) error 
 	}
 	s := v.parent
 	if move == nil {
-		move = s.mover
+		move = s.backend.Move
 	}
 	if move == nil {
 		return ErrNoMover
@@ -114,16 +114,16 @@ func (v *View[C]) Prepare(ctx context.Context, p *Pending, move Mover[C]) error 
 	return move(ctx, v, p.moving)
 }
 
-// WaitGates waits until every gate of v is open: until the commands begun
-// on the views before v's recent moves (BeginMove, EndMove) have ended, so
+// WaitBarriers waits until every barrier of v is open: until the commands begun
+// on the views before v's recent moves (BeginWindow, EndWindow) have ended, so
 // that none of them can still write a key on the owner it had before. (An
-// ejection or a rejoin adds no gate: a write that lands late on a stand-in
+// ejection or a rejoin adds no barrier: a write that lands late on a stand-in
 // is a stand-in's copy, stale by definition, and one that lands late on
 // the shard that owns the key is where the key is.) A migration waits so before it scans the old
 // owners: a key that such a command writes after the scan has passed it
 // would be left behind. It returns ctx.Err() if ctx ends first.
-func (v *View[C]) WaitGates(ctx context.Context) error {
-	for _, g := range v.gates {
+func (v *View[C]) WaitBarriers(ctx context.Context) error {
+	for _, g := range v.barriers {
 		select {
 		case <-g.done:
 		case <-ctx.Done():
@@ -137,13 +137,9 @@ func (v *View[C]) WaitGates(ctx context.Context) error {
 // backend set no Mover.
 var ErrNoMover = errors.New("shardedclient: keys must move and no Mover is set")
 
-// SetMover sets how the backend moves keys to their new owner during a move
-// (see View.Prepare); call it once, before the first BeginMove.
-func (s *Sharded[C]) SetMover(m Mover[C]) { s.mover = m }
-
 // changes reports whether g still holds key back: g is not yet open and
 // key's owner differs between the rings on either side of g's step.
-func (g *moveGate) changes(key string) bool {
+func (g *barrier) changes(key string) bool {
 	select {
 	case <-g.done:
 		return false

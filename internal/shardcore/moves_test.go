@@ -1,4 +1,4 @@
-package shardedclient_test
+package shardcore_test
 
 // The moving-key protocol (Track, Prepare), shard identity across lists, and
 // the move's window: regression tests for the review's findings.
@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shardedcache/shardedcache/internal/shardcore"
 	"github.com/shardedcache/shardedcache/ring"
-	"github.com/shardedcache/shardedcache/shardedclient"
 )
 
 // recordMover is a Mover that records the keys it is asked to move.
@@ -23,7 +23,7 @@ type recordMover struct {
 	moved []string
 }
 
-func (m *recordMover) move(_ context.Context, _ *shardedclient.View[*testClient], keys []shardedclient.MovingKey) error {
+func (m *recordMover) move(_ context.Context, _ *shardcore.View[*testClient], keys []shardcore.MovingKey) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, k := range keys {
@@ -37,7 +37,7 @@ func (m *recordMover) move(_ context.Context, _ *shardedclient.View[*testClient]
 func prepare(s *sharded, d time.Duration, keys ...string) error {
 	v := s.Acquire()
 	defer v.Release()
-	var p shardedclient.Pending
+	var p shardcore.Pending
 	for _, k := range keys {
 		v.Track(&p, k)
 	}
@@ -46,14 +46,13 @@ func prepare(s *sharded, d time.Duration, keys ...string) error {
 	return v.Prepare(ctx, &p, nil)
 }
 
-// A command waits for the gate of every one of its keys, whatever their
-// order: with two steps' gates closed, the later one (which waits for more
+// A command waits for the barrier of every one of its keys, whatever their
+// order: with two steps' barriers closed, the later one (which waits for more
 // commands) is not forgotten when a later key needs only the earlier one.
 func TestPrepareWaitsForEveryKeysGate(t *testing.T) {
 	clients := newClients("a", "b", "c", "d", "e")
-	s := newSharded(t, shardedclient.Health[*testClient]{}, clients[:3])
 	var mover recordMover
-	s.SetMover(mover.move)
+	s := newBackend(t, shardcore.Backend[*testClient]{Move: mover.move}, clients[:3])
 	abc, abcd, abcde := refRing(t, "a", "b", "c"), refRing(t, "a", "b", "c", "d"), refRing(t, "a", "b", "c", "d", "e")
 	ks := testKeys(20000)
 	// k1 moves to d in the first move and stays on d; k2 stays put in the
@@ -62,30 +61,30 @@ func TestPrepareWaitsForEveryKeysGate(t *testing.T) {
 	k2 := ks[slices.IndexFunc(ks, func(k string) bool { return abc.Locate(k) == abcd.Locate(k) && abcde.Locate(k) == 4 })]
 
 	view0 := s.Acquire() // a command begun before the first move
-	if err := s.BeginMove(shardList(clients[:4]), nil); err != nil {
+	if err := s.BeginWindow(shardList(clients[:4]), nil); err != nil {
 		t.Fatal(err)
 	}
 	view1 := s.Acquire() // a command of the first window
-	if err := s.EndMove(true); err != nil {
+	if err := s.EndWindow(true); err != nil {
 		t.Fatal(err)
 	}
 	view2 := s.Acquire() // a command between the two moves
-	if err := s.BeginMove(shardList(clients), nil); err != nil {
+	if err := s.BeginWindow(shardList(clients), nil); err != nil {
 		t.Fatal(err)
 	}
-	// k1's gates wait for view0 and view1; k2's gate for those and view2.
+	// k1's barriers wait for view0 and view1; k2's barrier for those and view2.
 	view0.Release()
 	view1.Release()
 	if err := prepare(s, 5*time.Second, k1); err != nil {
-		t.Fatalf("k1 once the views before its gates ended: %v", err)
+		t.Fatalf("k1 once the views before its barriers ended: %v", err)
 	}
 	for _, order := range [][]string{{k2, k1}, {k1, k2}} {
 		if err := prepare(s, 100*time.Millisecond, order...); !errors.Is(err, context.DeadlineExceeded) {
-			t.Fatalf("keys %q while view2 is held: %v, want to wait for k2's gate", order, err)
+			t.Fatalf("keys %q while view2 is held: %v, want to wait for k2's barrier", order, err)
 		}
 	}
 	if len(mover.moved) != 0 {
-		t.Fatalf("keys moved before their gates opened: %q", mover.moved)
+		t.Fatalf("keys moved before their barriers opened: %q", mover.moved)
 	}
 	view2.Release()
 	if err := prepare(s, 5*time.Second, k2, k1); err != nil {
@@ -97,22 +96,22 @@ func TestPrepareWaitsForEveryKeysGate(t *testing.T) {
 }
 
 // unnamed returns unnamed shards at the addresses of clients' names.
-func unnamed(clients ...*testClient) []shardedclient.Shard[*testClient] {
-	out := make([]shardedclient.Shard[*testClient], len(clients))
+func unnamed(clients ...*testClient) []shardcore.Shard[*testClient] {
+	out := make([]shardcore.Shard[*testClient], len(clients))
 	for i, c := range clients {
-		out[i] = shardedclient.Shard[*testClient]{Addr: "host-" + c.name + ":6379", Client: c}
+		out[i] = shardcore.Shard[*testClient]{Addr: "host-" + c.name + ":6379", Client: c}
 	}
 	return out
 }
 
 // Unnamed shards [A, B, C], then [A, C]: on the Jedis ring C would take B's
 // slot, moving C's keys although C stays. A cold SetShards refuses it,
-// naming C; BeginMove accepts it, and moves B's keys to C and those of C's
+// naming C; BeginWindow accepts it, and moves B's keys to C and those of C's
 // keys that the new list gives A, no others; the plan says exactly that
 // (it said 34.9% when 51% moved, comparing slots instead of servers).
 func TestUnnamedShardShiftIsRefusedColdAndPlannedAsAMove(t *testing.T) {
 	clients := newClients("A", "B", "C")
-	s, err := shardedclient.New(unnamed(clients...), nil)
+	s, err := shardcore.New(unnamed(clients...), shardcore.Backend[*testClient]{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,8 +119,8 @@ func TestUnnamedShardShiftIsRefusedColdAndPlannedAsAMove(t *testing.T) {
 	ks := testKeys(30000)
 	before := locateAll(s, ks)
 	err = s.SetShards(unnamed(clients[0], clients[2]))
-	var shift *shardedclient.PlacementShiftError
-	if !errors.As(err, &shift) || !errors.Is(err, shardedclient.ErrPlacementShift) {
+	var shift *shardcore.PlacementShiftError
+	if !errors.As(err, &shift) || !errors.Is(err, shardcore.ErrPlacementShift) {
 		t.Fatalf("SetShards(A, C) = %v, want a *PlacementShiftError", err)
 	}
 	if want := []string{`shard 1 (host-C:6379): slot:2 -> slot:1`}; !slices.Equal(shift.Shards, want) {
@@ -135,7 +134,7 @@ func TestUnnamedShardShiftIsRefusedColdAndPlannedAsAMove(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	s2, err := shardedclient.New(unnamed(clients...), nil)
+	s2, err := shardcore.New(unnamed(clients...), shardcore.Backend[*testClient]{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,7 +144,7 @@ func TestUnnamedShardShiftIsRefusedColdAndPlannedAsAMove(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s2.BeginMove(unnamed(clients[0], clients[2]), nil); err != nil {
+	if err := s2.BeginWindow(unnamed(clients[0], clients[2]), nil); err != nil {
 		t.Fatal(err)
 	}
 	v := s2.Acquire()
@@ -178,63 +177,63 @@ func TestSameServerTwiceIsRefused(t *testing.T) {
 	clients := newClients("a", "b")
 	list := shardList(clients)
 	list[1].Addr = list[0].Addr
-	_, err := shardedclient.New(list, nil)
+	_, err := shardcore.New(list, shardcore.Backend[*testClient]{}, nil)
 	if err == nil || !strings.Contains(err.Error(), `shards 0 ("a") and 1 ("b") are the same server (10.0.0.1:6379)`) {
 		t.Fatalf("New = %v", err)
 	}
 }
 
-// The window's life cycle: EndMove unforced before the migration finished is
+// The window's life cycle: EndWindow unforced before the migration finished is
 // refused; MarkMigrated lets it end; each window has its own ID.
 func TestWindowLifeCycle(t *testing.T) {
 	clients := newClients("a", "b", "c", "d")
-	s := newSharded(t, shardedclient.Health[*testClient]{}, clients[:3])
+	s := newSharded(t, shardcore.Health[*testClient]{}, clients[:3])
 	if s.Window() != nil {
-		t.Fatal("a window before BeginMove")
+		t.Fatal("a window before BeginWindow")
 	}
-	if err := s.BeginMove(shardList(clients), nil); err != nil {
+	if err := s.BeginWindow(shardList(clients), nil); err != nil {
 		t.Fatal(err)
 	}
 	w := s.Window()
 	if w == nil || len(w.ID) != 16 {
 		t.Fatalf("window %+v", w)
 	}
-	if err := s.BeginMove(shardList(clients), nil); !errors.Is(err, shardedclient.ErrMoveInProgress) {
-		t.Fatalf("second BeginMove: %v", err)
+	if err := s.BeginWindow(shardList(clients), nil); !errors.Is(err, shardcore.ErrMoveInProgress) {
+		t.Fatalf("second BeginWindow: %v", err)
 	}
-	if err := s.EndMove(false); !errors.Is(err, shardedclient.ErrMoveIncomplete) {
-		t.Fatalf("EndMove before the migration: %v", err)
+	if err := s.EndWindow(false); !errors.Is(err, shardcore.ErrMoveIncomplete) {
+		t.Fatalf("EndWindow before the migration: %v", err)
 	}
 	if s.Window() != w {
-		t.Fatal("a refused EndMove ended the window")
+		t.Fatal("a refused EndWindow ended the window")
 	}
 	w.MarkMigrated()
-	if err := s.EndMove(false); err != nil {
+	if err := s.EndWindow(false); err != nil {
 		t.Fatal(err)
 	}
 	if s.Window() != nil {
-		t.Fatal("window after EndMove")
+		t.Fatal("window after EndWindow")
 	}
-	if err := s.BeginMove(shardList(clients[:3]), nil); err != nil {
+	if err := s.BeginWindow(shardList(clients[:3]), nil); err != nil {
 		t.Fatal(err)
 	}
 	if w2 := s.Window(); w2 == nil || w2.ID == w.ID || w2.Migrated() {
 		t.Fatalf("second window %+v, first %+v", w2, w)
 	}
-	if err := s.EndMove(true); err != nil {
+	if err := s.EndWindow(true); err != nil {
 		t.Fatal(err)
 	}
 }
 
-// A failing prepare of BeginMove changes nothing.
-func TestBeginMovePrepareFailureChangesNothing(t *testing.T) {
+// A failing prepare of BeginWindow changes nothing.
+func TestBeginWindowPrepareFailureChangesNothing(t *testing.T) {
 	clients := newClients("a", "b", "c", "d")
-	s := newSharded(t, shardedclient.Health[*testClient]{}, clients[:3])
+	s := newSharded(t, shardcore.Health[*testClient]{}, clients[:3])
 	ks := testKeys(2000)
 	before := locateAll(s, ks)
 	boom := errors.New("boom")
 	var sawMove bool
-	err := s.BeginMove(shardList(clients), func(v *shardedclient.View[*testClient]) error {
+	err := s.BeginWindow(shardList(clients), func(v *shardcore.View[*testClient]) error {
 		for _, k := range ks {
 			if _, to, moved := v.Moved(k); moved && to == 3 {
 				sawMove = true
@@ -243,10 +242,10 @@ func TestBeginMovePrepareFailureChangesNothing(t *testing.T) {
 		return boom
 	})
 	if !errors.Is(err, boom) || !sawMove {
-		t.Fatalf("BeginMove = %v (prepare saw the move: %v)", err, sawMove)
+		t.Fatalf("BeginWindow = %v (prepare saw the move: %v)", err, sawMove)
 	}
 	if s.Window() != nil || !slices.Equal(locateAll(s, ks), before) || len(s.AllShards()) != 3 {
-		t.Fatal("a failed BeginMove changed the shards")
+		t.Fatal("a failed BeginWindow changed the shards")
 	}
 	if fmt.Sprint(s.AllShards()[2].Client.name) != "c" {
 		t.Fatal("shards changed")
@@ -259,15 +258,15 @@ func TestBeginMovePrepareFailureChangesNothing(t *testing.T) {
 // the move); once the move ends, only d's ejection counts.
 func TestSettled(t *testing.T) {
 	clients := newClients("a", "b", "c", "d")
-	list := func(cs ...*testClient) []shardedclient.Shard[*testClient] { // each shard's address its own
+	list := func(cs ...*testClient) []shardcore.Shard[*testClient] { // each shard's address its own
 		out := shardList(cs)
 		for i, c := range cs {
 			out[i].Addr = c.name + ".test:6379"
 		}
 		return out
 	}
-	s, err := shardedclient.NewWithHealth(list(clients[:3]...),
-		shardedclient.Health[*testClient]{Mode: shardedclient.EjectMode, FailureLimit: 1, RetryTimeout: time.Hour}, nil)
+	s, err := shardcore.New(list(clients[:3]...), shardcore.Backend[*testClient]{
+		Health: shardcore.Health[*testClient]{Mode: shardcore.EjectMode, FailureLimit: 1, RetryTimeout: time.Hour}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -299,7 +298,7 @@ func TestSettled(t *testing.T) {
 		}
 	}
 	check("all live", func(string) bool { return false })
-	if err := s.BeginMove(list(clients[0], clients[2], clients[3]), nil); err != nil {
+	if err := s.BeginWindow(list(clients[0], clients[2], clients[3]), nil); err != nil {
 		t.Fatal(err)
 	}
 	check("move begun", func(string) bool { return false })
@@ -307,7 +306,7 @@ func TestSettled(t *testing.T) {
 	check("destination d ejected", func(k string) bool { return acd.Locate(k) == 2 })
 	eject(3, clients[1]) // b follows the new list's shards while it leaves
 	check("d and the leaving b ejected", func(k string) bool { return acd.Locate(k) == 2 || abc.Locate(k) == 1 })
-	if err := s.EndMove(true); err != nil {
+	if err := s.EndWindow(true); err != nil {
 		t.Fatal(err)
 	}
 	check("move ended", func(k string) bool { return acd.Locate(k) == 2 })

@@ -1,4 +1,4 @@
-package shardedclient
+package shardcore
 
 import (
 	"crypto/rand"
@@ -11,16 +11,16 @@ import (
 	"github.com/shardedcache/shardedcache/ring"
 )
 
-// ErrMoveInProgress is returned by BeginMove and SetShards while a move is
+// ErrMoveInProgress is returned by BeginWindow and SetShards while a move is
 // in progress.
 var ErrMoveInProgress = errors.New("shardedclient: a move is already in progress; end it first")
 
-// ErrMoveIncomplete is returned by EndMove, unforced, before the window's
+// ErrMoveIncomplete is returned by EndWindow, unforced, before the window's
 // migration has finished (Window.MarkMigrated): keys not yet moved would
 // stay on their old shards, unreachable.
 var ErrMoveIncomplete = errors.New("shardedclient: the migration of this move has not finished; run it to the end, or end the move knowingly (forced)")
 
-// Window is the life cycle of one move, from BeginMove to EndMove: open,
+// Window is the life cycle of one move, from BeginWindow to EndWindow: open,
 // then migrated once every key has been moved, then ended. Its ID tells it
 // from every other window, so that a checkpoint of one migration cannot be
 // resumed in another.
@@ -29,14 +29,14 @@ type Window struct {
 	ID       string
 	migrated atomic.Bool
 
-	// With RememberMoved, the keys this process has moved (or found
+	// With Backend.RememberMoved, the keys this process has moved (or found
 	// absent from their old owner) in this window: they need no move again;
-	// nil without RememberMoved.
+	// nil without Backend.RememberMoved.
 	mu    sync.Mutex
 	moved map[string]struct{}
 }
 
-// Remembered reports whether key was marked moved in w (see RememberMoved);
+// Remembered reports whether key was marked moved in w (see Backend.RememberMoved);
 // false for a nil w.
 func (w *Window) Remembered(key string) bool {
 	if !w.remembers() {
@@ -48,10 +48,10 @@ func (w *Window) Remembered(key string) bool {
 	return ok
 }
 
-// remembers reports whether w remembers moved keys (RememberMoved).
+// remembers reports whether w remembers moved keys (Backend.RememberMoved).
 func (w *Window) remembers() bool { return w != nil && w.moved != nil }
 
-// Remember marks keys moved in w, if w remembers (see RememberMoved):
+// Remember marks keys moved in w, if w remembers (see Backend.RememberMoved):
 // View.Track no longer reports them as moving. A nil w remembers nothing.
 func (w *Window) Remember(keys ...string) {
 	if !w.remembers() {
@@ -64,19 +64,8 @@ func (w *Window) Remember(keys ...string) {
 	}
 }
 
-// RememberMoved makes every window of s remember the keys its backend marks
-// moved (Window.Remember), so that they are moved once: for a backend that
-// cannot tell a value written in the window from a stale leftover on the
-// new owner (memcached). The memory is one map entry per key used in the
-// window, dropped by EndMove. In such a window, View.Track also reports a
-// key whose old owner is ejected (and whose new owner is not) as moving:
-// the backend moves it as if that owner held nothing, which removes the
-// new owner's leftover (a memcache shard is flushed when it rejoins). Call
-// it once, before the first BeginMove.
-func (s *Sharded[C]) RememberMoved() { s.rememberMoved = true }
-
 // MarkMigrated records that every key of the window is on its new owner,
-// which lets EndMove end it unforced.
+// which lets EndWindow end it unforced.
 func (w *Window) MarkMigrated() { w.migrated.Store(true) }
 
 // Migrated reports whether MarkMigrated was called.
@@ -96,12 +85,12 @@ func (s *Sharded[C]) Window() *Window { return s.view.Load().window }
 // later one.
 func (v *View[C]) Window() *Window { return v.window }
 
-// BeginMove starts moving to a new shard list without a cold cache: keys are
+// BeginWindow starts moving to a new shard list without a cold cache: keys are
 // placed by the new list's ring at once, and the old ring stays as the
 // previous one, so that a backend can find a key that has not reached its
 // new owner yet (View.Moved) and move it there. Shards that the new list
 // drops stay reachable (after the new list's shards, owning no key) until
-// EndMove. Identity, counters and ejections carry over as in SetShards; a
+// EndWindow. Identity, counters and ejections carry over as in SetShards; a
 // shard that keeps its identity is the same shard (its data is not moved
 // if its client changes, and its old client is closed once the commands
 // using it have ended).
@@ -111,7 +100,7 @@ func (v *View[C]) Window() *Window { return v.window }
 // the backend removes there the stale copies that the shards gaining keys
 // hold (see package redis). If prepare fails, nothing changes and its
 // error is returned.
-func (s *Sharded[C]) BeginMove(shards []Shard[C], prepare func(*View[C]) error) error {
+func (s *Sharded[C]) BeginWindow(shards []Shard[C], prepare func(*View[C]) error) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	cur, v, err := s.nextView(shards)
@@ -139,56 +128,46 @@ func (s *Sharded[C]) BeginMove(shards []Shard[C], prepare func(*View[C]) error) 
 			return err
 		}
 	}
-	g := &moveGate{prev: v.prev, prevIdx: v.prevIdx, next: v.live, done: make(chan struct{})}
-	v.gates = append(v.gates, g)
+	g := &barrier{prev: v.prev, prevIdx: v.prevIdx, next: v.live, done: make(chan struct{})}
+	v.barriers = append(v.barriers, g)
 	w := newWindow()
-	if s.rememberMoved {
+	if s.backend.RememberMoved {
 		w.moved = map[string]struct{}{}
 	}
 	v.window = w
 	s.swap(v, true) // v holds the shards that leave: only replaced clients close
-	s.openGate(g)
+	s.openBarrier(g)
 	return nil
 }
 
 // match maps each shard of cur to the same shard of next (a ring of the
 // shards nextShards), or to -1 for one that leaves: the shard with its ID,
-// else the one that reaches the same server (see SetServerOf), since one
+// else the one that reaches the same server (see Backend.ServerOf), since one
 // server under an address written another way ("localhost:6379" for
 // "127.0.0.1:6379") is the same shard, whose keys stay where they are.
 func (s *Sharded[C]) match(cur *View[C], next *ring.Ring, nextShards []Shard[C]) []int {
 	out := make([]int, cur.Len())
 	var byServer map[string]int // built on first use: it resolves names
 	for i := range out {
-		if out[i] = next.Index(cur.ID(i)); out[i] >= 0 || s.serverOf == nil {
+		if out[i] = next.Index(cur.ID(i)); out[i] >= 0 || s.backend.ServerOf == nil {
 			continue
 		}
 		if byServer == nil {
 			byServer = map[string]int{}
 			for j := range next.Len() {
-				if srv := s.serverOf(nextShards[j]); srv != "" && cur.full.Index(next.ID(j)) < 0 {
+				if srv := s.backend.ServerOf(nextShards[j]); srv != "" && cur.full.Index(next.ID(j)) < 0 {
 					byServer[srv] = j
 				}
 			}
 		}
-		if j, ok := byServer[s.serverOf(cur.shards[i])]; ok {
+		if j, ok := byServer[s.backend.ServerOf(cur.shards[i])]; ok {
 			out[i] = j
 		}
 	}
 	return out
 }
 
-// SetServerOf tells s how to recognise one server under two addresses
-// written differently: server returns what a shard reaches, such as its
-// address resolved and its DB ("127.0.0.1:6379/0"), or "" when it cannot
-// tell. BeginMove then takes a shard of the new list whose ID the old list
-// lacks for the old shard that reaches the same server, so that the move
-// leaves that server's keys where they are (rather than move them onto
-// themselves, or drop them as stale copies). Call it once, before the
-// first BeginMove.
-func (s *Sharded[C]) SetServerOf(server func(Shard[C]) string) { s.serverOf = server }
-
-// EndMove ends the move begun by BeginMove: the previous ring is dropped,
+// EndWindow ends the move begun by BeginWindow: the previous ring is dropped,
 // and the clients of the shards that left are closed once the commands
 // using them have ended. The keys the move changed wait, before their next
 // command, until the commands begun during the move have ended (one of
@@ -196,7 +175,7 @@ func (s *Sharded[C]) SetServerOf(server func(Shard[C]) string) { s.serverOf = se
 // ErrMoveIncomplete, changing nothing, before the window's migration has
 // finished (Window.MarkMigrated). Without a move in progress it does
 // nothing.
-func (s *Sharded[C]) EndMove(force bool) error {
+func (s *Sharded[C]) EndWindow(force bool) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	cur := s.view.Load()
@@ -210,33 +189,33 @@ func (s *Sharded[C]) EndMove(force bool) error {
 	for _, h := range cur.health[n:] {
 		h.stopTimer()
 	}
-	g := &moveGate{prev: cur.prev, prevIdx: cur.prevIdx, next: cur.live, done: make(chan struct{})}
+	g := &barrier{prev: cur.prev, prevIdx: cur.prevIdx, next: cur.live, done: make(chan struct{})}
 	v := cur.next(func(v *View[C]) {
 		v.shards, v.health, v.prev, v.prevIdx, v.window = cur.shards[:n:n], cur.health[:n:n], nil, nil, nil
-		v.gates = append(v.gates, g)
+		v.barriers = append(v.barriers, g)
 	})
 	s.swap(v, true)
-	s.openGate(g)
+	s.openBarrier(g)
 	return nil
 }
 
-// moveGate holds back the keys that a move changes (their owner in prev
+// barrier holds back the keys that a move changes (their owner in prev
 // differs from their owner in next) until done: until every command begun
 // on an earlier view has ended. Without it, a write begun before
-// BeginMove could land on a key's old owner after the key was moved, and
-// be lost; or a move begun before EndMove could restore a key deleted
+// BeginWindow could land on a key's old owner after the key was moved, and
+// be lost; or a move begun before EndWindow could restore a key deleted
 // after it.
-type moveGate struct {
+type barrier struct {
 	prev    *ring.Ring
 	prevIdx []int
 	next    *ring.Ring
 	done    chan struct{}
 }
 
-// openGate closes g.done once every retired view has drained (their
+// openBarrier closes g.done once every retired view has drained (their
 // commands have ended; callbacks that Pin a view are not waited for), or at
 // Close; s.mu is held.
-func (s *Sharded[C]) openGate(g *moveGate) {
+func (s *Sharded[C]) openBarrier(g *barrier) {
 	waitFor := slices.Clone(s.retired)
 	s.wg.Add(1)
 	go func() {
@@ -252,10 +231,10 @@ func (s *Sharded[C]) openGate(g *moveGate) {
 	}()
 }
 
-// openGates returns the gates of gates that are still closed.
-func openGates(gates []*moveGate) []*moveGate {
-	var out []*moveGate
-	for _, g := range gates {
+// openBarriers returns the barriers of barriers that are still closed.
+func openBarriers(barriers []*barrier) []*barrier {
+	var out []*barrier
+	for _, g := range barriers {
 		select {
 		case <-g.done:
 		default:
@@ -285,7 +264,7 @@ func (v *View[C]) Moved(key string) (from, to int, moved bool) {
 // and the owner now is the one every ejected shard back gives (AllLiveOwner).
 // An unsettled key's place depends on shards being ejected: moved or judged
 // by the live ring, it would end where it is not found once they rejoin.
-// In a window that remembers moves (RememberMoved), an ejected old owner
+// In a window that remembers moves (Backend.RememberMoved), an ejected old owner
 // counts as holding nothing: it leaves a key settled, which moves as a
 // miss (see Track).
 func (v *View[C]) Settled(key string) (from, to int, ok bool) {

@@ -1,9 +1,9 @@
-package shardedclient_test
+package shardcore_test
 
 import (
 	"testing"
 
-	"github.com/shardedcache/shardedcache/shardedclient"
+	"github.com/shardedcache/shardedcache/internal/shardcore"
 )
 
 // BenchmarkTrackInWindow is Track on keys of a window that takes a, b, c to
@@ -16,13 +16,13 @@ func BenchmarkTrackInWindow(b *testing.B) {
 	}{{"all-live", false}, {"destination-ejected", true}} {
 		b.Run(tc.name, func(b *testing.B) {
 			clients := newClients("a", "b", "c", "d")
-			s, err := shardedclient.NewWithHealth(shardList(clients[:3]),
-				shardedclient.Health[*testClient]{Mode: shardedclient.EjectMode, FailureLimit: 1}, nil)
+			s, err := shardcore.New(shardList(clients[:3]), shardcore.Backend[*testClient]{
+				Health: shardcore.Health[*testClient]{Mode: shardcore.EjectMode, FailureLimit: 1}}, nil)
 			if err != nil {
 				b.Fatal(err)
 			}
 			defer s.Close()
-			if err := s.BeginMove(shardList(clients), nil); err != nil {
+			if err := s.BeginWindow(shardList(clients), nil); err != nil {
 				b.Fatal(err)
 			}
 			if tc.eject {
@@ -34,7 +34,7 @@ func BenchmarkTrackInWindow(b *testing.B) {
 			keys := testKeys(1024)
 			v := s.Acquire()
 			defer v.Release()
-			var p shardedclient.Pending
+			var p shardcore.Pending
 			b.ReportAllocs()
 			i := 0
 			for b.Loop() {

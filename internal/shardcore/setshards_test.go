@@ -1,4 +1,4 @@
-package shardedclient_test
+package shardcore_test
 
 // SetShards: add, remove, re-weight, replace a client; minimal key movement,
 // carried-over health, old clients closed only once unused, errors that
@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shardedcache/shardedcache/internal/shardcore"
 	"github.com/shardedcache/shardedcache/ring"
-	"github.com/shardedcache/shardedcache/shardedclient"
 )
 
 // locateAll returns the shard of every key.
@@ -53,7 +53,7 @@ func notClosed(t *testing.T, clients ...*testClient) {
 // before keeps the old list.
 func TestSetShardsAddMovesOnlyKeysToNewShard(t *testing.T) {
 	clients := newClients("a", "b", "c")
-	s := newSharded(t, shardedclient.Health[*testClient]{}, clients)
+	s := newSharded(t, shardcore.Health[*testClient]{}, clients)
 	ks := testKeys(10000)
 	before := locateAll(s, ks)
 	for i := range 3 {
@@ -99,7 +99,7 @@ func TestSetShardsAddMovesOnlyKeysToNewShard(t *testing.T) {
 			t.Fatalf("shard %d stats %+v, want its request carried over", i, st[i])
 		}
 	}
-	if st[3] != (shardedclient.ShardStats{Name: "d", Addr: shardAddr(3)}) {
+	if st[3] != (shardcore.ShardStats{Name: "d", Addr: shardAddr(3)}) {
 		t.Fatalf("new shard stats %+v", st[3])
 	}
 }
@@ -108,12 +108,12 @@ func TestSetShardsAddMovesOnlyKeysToNewShard(t *testing.T) {
 // stay open.
 func TestSetShardsRemoveMovesOnlyRemovedShardKeys(t *testing.T) {
 	clients := newClients("a", "b", "c")
-	s := newSharded(t, shardedclient.Health[*testClient]{}, clients)
+	s := newSharded(t, shardcore.Health[*testClient]{}, clients)
 	ks := testKeys(10000)
 	before := locateAll(s, ks)
 	kept := []*testClient{clients[0], clients[2]}
 	list := shardList(clients)
-	if err := s.SetShards([]shardedclient.Shard[*testClient]{list[0], list[2]}); err != nil {
+	if err := s.SetShards([]shardcore.Shard[*testClient]{list[0], list[2]}); err != nil {
 		t.Fatal(err)
 	}
 	ref := refRing(t, "a", "c")
@@ -134,7 +134,7 @@ func TestSetShardsRemoveMovesOnlyRemovedShardKeys(t *testing.T) {
 // Re-weighting a shard moves keys only to (or only from) it.
 func TestSetShardsReweight(t *testing.T) {
 	clients := newClients("a", "b", "c")
-	s := newSharded(t, shardedclient.Health[*testClient]{}, clients)
+	s := newSharded(t, shardcore.Health[*testClient]{}, clients)
 	ks := testKeys(10000)
 	before := locateAll(s, ks)
 	list := shardList(clients)
@@ -179,7 +179,7 @@ func TestSetShardsReweight(t *testing.T) {
 // only after the View that was using it is released.
 func TestSetShardsNewClientSameNameClosesOldAfterRelease(t *testing.T) {
 	clients := newClients("a", "b", "c")
-	s := newSharded(t, shardedclient.Health[*testClient]{}, clients)
+	s := newSharded(t, shardcore.Health[*testClient]{}, clients)
 	ks := testKeys(10000)
 	before := locateAll(s, ks)
 	for range 4 {
@@ -222,11 +222,11 @@ func TestSetShardsNewClientSameNameClosesOldAfterRelease(t *testing.T) {
 // client closed.
 func TestSetShardsErrorsLeaveListInPlace(t *testing.T) {
 	clients := newClients("a", "b", "c")
-	s := newSharded(t, shardedclient.Health[*testClient]{}, clients)
+	s := newSharded(t, shardcore.Health[*testClient]{}, clients)
 	ks := testKeys(2000)
 	before := locateAll(s, ks)
 	fresh := &testClient{name: "x"}
-	list := func() []shardedclient.Shard[*testClient] {
+	list := func() []shardcore.Shard[*testClient] {
 		return shardList([]*testClient{clients[0], fresh, clients[2]})
 	}
 	nilClient := list()
@@ -237,7 +237,7 @@ func TestSetShardsErrorsLeaveListInPlace(t *testing.T) {
 	neg[1].Weight = -1
 	for _, tc := range []struct {
 		name   string
-		shards []shardedclient.Shard[*testClient]
+		shards []shardcore.Shard[*testClient]
 		want   string
 	}{
 		{"empty", nil, "shardedclient: no shards"},
@@ -260,7 +260,7 @@ func TestSetShardsErrorsLeaveListInPlace(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.SetShards(list()); !errors.Is(err, shardedclient.ErrClosed) {
+	if err := s.SetShards(list()); !errors.Is(err, shardcore.ErrClosed) {
 		t.Fatalf("SetShards after Close = %v, want ErrClosed", err)
 	}
 	if fresh.closed.Load() {
@@ -272,8 +272,8 @@ func TestSetShardsErrorsLeaveListInPlace(t *testing.T) {
 // and rejoins later into the new list; the keys go where the new ring says.
 func TestSetShardsKeepsEjectionAndRejoinsIntoNewList(t *testing.T) {
 	clients := newClients("a", "b", "c")
-	s := newSharded(t, shardedclient.Health[*testClient]{
-		Mode: shardedclient.EjectMode, FailureLimit: 1, RetryTimeout: 50 * time.Millisecond, Probe: probeTest,
+	s := newSharded(t, shardcore.Health[*testClient]{
+		Mode: shardcore.EjectMode, FailureLimit: 1, RetryTimeout: 50 * time.Millisecond, Probe: probeTest,
 	}, clients)
 	ks := testKeys(10000)
 	clients[1].down.Store(true)
@@ -307,12 +307,12 @@ func TestSetShardsKeepsEjectionAndRejoinsIntoNewList(t *testing.T) {
 // RetryTimeout, has run).
 func TestSetShardsRemovingEjectedShardStopsItsRetry(t *testing.T) {
 	clients := newClients("a", "b", "c")
-	h := shardedclient.Health[*testClient]{Mode: shardedclient.EjectMode, FailureLimit: 1, RetryTimeout: 50 * time.Millisecond, Probe: probeTest}
+	h := shardcore.Health[*testClient]{Mode: shardcore.EjectMode, FailureLimit: 1, RetryTimeout: 50 * time.Millisecond, Probe: probeTest}
 	s := newSharded(t, h, clients)
 	clients[1].down.Store(true)
 	call(s, keyOn(t, s, testKeys(100), 1))
 	list := shardList(clients)
-	if err := s.SetShards([]shardedclient.Shard[*testClient]{list[0], list[2]}); err != nil {
+	if err := s.SetShards([]shardcore.Shard[*testClient]{list[0], list[2]}); err != nil {
 		t.Fatal(err)
 	}
 	control := newClients("x", "y")
@@ -336,7 +336,7 @@ func TestSetShardsRemovingEjectedShardStopsItsRetry(t *testing.T) {
 // that SetShards replaces directly would close the client under them.
 func TestSetShardsKeepsClientOpenForViewAcquiredBeforeEjection(t *testing.T) {
 	clients := newClients("a", "b", "c")
-	s := newSharded(t, shardedclient.Health[*testClient]{Mode: shardedclient.EjectMode, FailureLimit: 1, RetryTimeout: time.Hour}, clients)
+	s := newSharded(t, shardcore.Health[*testClient]{Mode: shardcore.EjectMode, FailureLimit: 1, RetryTimeout: time.Hour}, clients)
 	inFlight := s.Acquire() // a long command using client a
 	clients[2].down.Store(true)
 	call(s, keyOn(t, s, testKeys(100), 2)) // ejects c: a new view

@@ -1,4 +1,4 @@
-package shardedclient_test
+package shardcore_test
 
 // What counts against a shard: Health.Classify's three classes, and the
 // caller's cancel or deadline, which never count, whatever error the client
@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shardedcache/shardedcache/shardedclient"
+	"github.com/shardedcache/shardedcache/internal/shardcore"
 )
 
 // Errors of the classifier below.
@@ -25,14 +25,14 @@ var (
 
 // classifyTest is a Health.Classify: errAnswer is Answered, errLocal Local,
 // anything else Failed.
-func classifyTest(err error) shardedclient.Class {
+func classifyTest(err error) shardcore.Class {
 	switch {
 	case errors.Is(err, errAnswer):
-		return shardedclient.Answered
+		return shardcore.Answered
 	case errors.Is(err, errLocal):
-		return shardedclient.Local
+		return shardcore.Local
 	}
-	return shardedclient.Failed
+	return shardcore.Failed
 }
 
 // passedDeadline is a context whose deadline has passed but which has not
@@ -97,7 +97,7 @@ func TestFinishClassesAndCallerContexts(t *testing.T) {
 				if name == "live" {
 					w = tc.live
 				}
-				s := newSharded(t, shardedclient.Health[*testClient]{Classify: classifyTest}, newClients("a", "b"))
+				s := newSharded(t, shardcore.Health[*testClient]{Classify: classifyTest}, newClients("a", "b"))
 				v := s.Acquire()
 				got := v.Finish(cc.ctx, 1, tc.err)
 				v.Release()
@@ -105,7 +105,7 @@ func TestFinishClassesAndCallerContexts(t *testing.T) {
 				if w.caused && !errors.Is(tc.err, cc.cause) {
 					wantErr = fmt.Errorf("%w (%w)", cc.cause, tc.err)
 				}
-				var se *shardedclient.ShardError
+				var se *shardcore.ShardError
 				switch {
 				case !w.named && got != tc.err:
 					t.Fatalf("Finish = %v, want %v unchanged", got, tc.err)
@@ -124,7 +124,7 @@ func TestFinishClassesAndCallerContexts(t *testing.T) {
 
 // Wrap names the shard as Finish does, and reports nothing.
 func TestWrapReportsNothing(t *testing.T) {
-	s := newSharded(t, shardedclient.Health[*testClient]{Classify: classifyTest}, newClients("a", "b"))
+	s := newSharded(t, shardcore.Health[*testClient]{Classify: classifyTest}, newClients("a", "b"))
 	expired := callerContexts(t)["expired"].ctx
 	v := s.Acquire()
 	got := []error{v.Wrap(context.Background(), 0, errDown), v.Wrap(expired, 0, errReadTO), v.Wrap(expired, 0, errAnswer)}
@@ -147,7 +147,7 @@ func TestWrapReportsNothing(t *testing.T) {
 // A Health without Classify counts every non-nil error, except the
 // caller's: an expired context's error is named but not counted.
 func TestFinishDefaultClassify(t *testing.T) {
-	s := newSharded(t, shardedclient.Health[*testClient]{}, newClients("a", "b"))
+	s := newSharded(t, shardcore.Health[*testClient]{}, newClients("a", "b"))
 	expired := callerContexts(t)["expired"].ctx
 	v := s.Acquire()
 	errs := []error{
@@ -156,7 +156,7 @@ func TestFinishDefaultClassify(t *testing.T) {
 		v.Finish(context.Background(), 0, nil),
 	}
 	v.Release()
-	if se := (*shardedclient.ShardError)(nil); !errors.As(errs[0], &se) || se.Err != errAnswer ||
+	if se := (*shardcore.ShardError)(nil); !errors.As(errs[0], &se) || se.Err != errAnswer ||
 		!errors.As(errs[1], &se) || !errors.Is(errs[1], context.DeadlineExceeded) || errs[2] != nil {
 		t.Fatalf("Finish = %v", errs)
 	}
@@ -189,7 +189,7 @@ func TestReportConsecutiveFailures(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			s := newSharded(t, shardedclient.Health[*testClient]{Mode: shardedclient.EjectMode, FailureLimit: 2,
+			s := newSharded(t, shardcore.Health[*testClient]{Mode: shardcore.EjectMode, FailureLimit: 2,
 				RetryTimeout: time.Hour, Classify: classifyTest}, newClients("a", "b", "c"))
 			for _, st := range tc.steps {
 				v := s.Acquire()
@@ -208,17 +208,17 @@ func TestReportConsecutiveFailures(t *testing.T) {
 func TestProbeErrorsAlwaysCount(t *testing.T) {
 	clients := newClients("a", "b")
 	var log eventLog
-	s := newSharded(t, shardedclient.Health[*testClient]{ProbeInterval: time.Millisecond, OnEvent: log.add,
+	s := newSharded(t, shardcore.Health[*testClient]{ProbeInterval: time.Millisecond, OnEvent: log.add,
 		Probe: func(ctx context.Context, c *testClient) error {
 			if c.name == "b" {
 				return errAnswer
 			}
 			return nil
 		},
-		Classify: func(error) shardedclient.Class { return shardedclient.Answered }}, clients)
+		Classify: func(error) shardcore.Class { return shardcore.Answered }}, clients)
 	waitUntil(t, 5*time.Second, "a failed probe of b", func() bool { return s.Stats()[1].Errors > 0 })
 	for _, e := range log.all() {
-		if e.Kind != shardedclient.EventFailure || e.Shard != 1 || e.Err != errAnswer {
+		if e.Kind != shardcore.EventFailure || e.Shard != 1 || e.Err != errAnswer {
 			t.Fatalf("event %+v, want failures of shard 1 only", e)
 		}
 	}
@@ -239,11 +239,11 @@ func TestHealthCountsOnlyShardFailuresProperty(t *testing.T) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, 11))
 			clients := newClients("a", "b", "c", "d")
-			s := newSharded(t, shardedclient.Health[*testClient]{Mode: shardedclient.EjectMode, FailureLimit: limit,
+			s := newSharded(t, shardcore.Health[*testClient]{Mode: shardcore.EjectMode, FailureLimit: limit,
 				RetryTimeout: time.Hour, Classify: classifyTest}, clients)
 			callers := callerContexts(t)
 			kinds := []string{"live", "canceled", "expired", "deadline passed"}
-			model := make([]shardedclient.ShardStats, len(clients))
+			model := make([]shardcore.ShardStats, len(clients))
 			consecutive := make([]int, len(clients))
 			for i, c := range clients {
 				model[i].Name, model[i].Addr = c.name, shardAddr(i)
@@ -302,7 +302,7 @@ func TestHealthCountsOnlyShardFailuresProperty(t *testing.T) {
 }
 
 // live counts the shards of stats that are not ejected.
-func live(stats []shardedclient.ShardStats) int {
+func live(stats []shardcore.ShardStats) int {
 	n := 0
 	for _, st := range stats {
 		if !st.Ejected {

@@ -1,4 +1,4 @@
-package shardedclient
+package shardcore
 
 import (
 	"context"

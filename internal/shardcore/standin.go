@@ -1,4 +1,4 @@
-package shardedclient
+package shardcore
 
 // HasStandIns reports whether some shard of v is ejected, its keys served
 // by stand-ins.

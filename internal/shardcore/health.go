@@ -1,4 +1,4 @@
-package shardedclient
+package shardcore
 
 import (
 	"context"
@@ -243,7 +243,7 @@ func (v *View[C]) Finish(ctx context.Context, i int, err error) error {
 // judge returns the class of err, the error of a call made under ctx, for
 // the shard's health, and the caller's cause when the caller ended the call
 // (which makes a failure Local): ctx's end, or Close, which closes the
-// shards' connections under the calls in flight (see SetClosedErr).
+// shards' connections under the calls in flight (see Backend.ClosedErr).
 func (v *View[C]) judge(ctx context.Context, err error) (Class, error) {
 	c := v.Classify(err)
 	if c != Failed {
@@ -253,7 +253,7 @@ func (v *View[C]) judge(ctx context.Context, err error) (Class, error) {
 		return Local, ended
 	}
 	if s := v.parent; s.closing.Load() {
-		return Local, s.closedErr
+		return Local, s.backend.ClosedErr
 	}
 	return Failed, nil
 }
@@ -469,7 +469,7 @@ func (v *View[C]) with(live *ring.Ring) *View[C] {
 // changeLive applies an ejection or a rejoin of shard i to v's live ring.
 // A shard that a move is removing is not on it (it owns no key there) and
 // leaves it unchanged. The ring the move started from does not change
-// either (see BeginMove): it says where keys were with every shard live.
+// either (see BeginWindow): it says where keys were with every shard live.
 func (v *View[C]) changeLive(i int, change func(*ring.Ring, ...int) (*ring.Ring, error)) (*ring.Ring, error) {
 	if i >= v.live.Len() {
 		return v.live, nil
