@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log"
 	"sync"
+	"time"
 
 	"github.com/alicebob/miniredis/v2"
 	goredis "github.com/redis/go-redis/v9"
@@ -14,24 +15,35 @@ import (
 	"github.com/shardedcache/shardedcache/ring"
 )
 
-// startShards starts one in-process Redis server per name and returns the
-// shard options for them and a function that stops them all.
-func startShards(names ...string) ([]shardedredis.ShardOptions, func()) {
+// startServers starts n in-process Redis servers and returns their
+// addresses and a function that stops them all.
+func startServers(n int) ([]string, func()) {
 	var servers []*miniredis.Miniredis
 	stop := func() {
 		for _, s := range servers {
 			s.Close()
 		}
 	}
-	opts := make([]shardedredis.ShardOptions, len(names))
-	for i, name := range names {
+	addrs := make([]string, n)
+	for i := range addrs {
 		s, err := miniredis.Run()
 		if err != nil {
 			stop()
 			log.Fatal(err)
 		}
 		servers = append(servers, s)
-		opts[i] = shardedredis.ShardOptions{Name: name, Addr: s.Addr()}
+		addrs[i] = s.Addr()
+	}
+	return addrs, stop
+}
+
+// startShards starts one in-process Redis server per name and returns the
+// shard options for them and a function that stops them all.
+func startShards(names ...string) ([]shardedredis.ShardOptions, func()) {
+	addrs, stop := startServers(len(names))
+	opts := make([]shardedredis.ShardOptions, len(names))
+	for i, name := range names {
+		opts[i] = shardedredis.ShardOptions{Name: name, Addr: addrs[i]}
 	}
 	return opts, stop
 }
@@ -65,6 +77,42 @@ func ExampleNewShardedClient() {
 	// user:1 -> shard 1 (redis-b): "hello user:1"
 	// user:3 -> shard 2 (redis-c): "hello user:3"
 	// user:9 -> shard 0 (redis-a): "hello user:9"
+}
+
+// The README's first snippet: three named shards, one with twice the keys
+// of the others, one with its own pool size; the calls are go-redis's own.
+func ExampleNewShardedClient_options() {
+	addr, stop := startServers(3) // in-process servers; in production, host:port of each
+	defer stop()
+	ctx := context.Background()
+
+	rdb, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{
+		Shards: []shardedredis.ShardOptions{
+			{Name: "redis-a", Addr: addr[0]},
+			{Name: "redis-b", Addr: addr[1], Weight: 2},
+			{Name: "redis-c", Addr: addr[2], Options: &goredis.Options{PoolSize: 50}},
+		},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer rdb.Close()
+
+	err = rdb.Set(ctx, "user:42", "ada", time.Hour).Err() // on the shard that owns user:42
+	if err != nil {
+		log.Fatal(err)
+	}
+	vals, err := rdb.MGet(ctx, "user:1", "user:42").Result() // split by shard, values in argument order
+	if err != nil {
+		log.Fatal(err)
+	}
+	n, err := rdb.DBSize(ctx).Result() // summed over every shard
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(vals, n, rdb.GetShardInfo("user:42").Name)
+	// Output:
+	// [<nil> ada] 1 redis-b
 }
 
 func ExampleShardedClient_mget() {
@@ -169,6 +217,108 @@ func ExampleCrossShardError() {
 	// source still there: true
 	// with key tags: shards 1 1
 	// renamed: ada
+}
+
+// Adding a shard without a cold cache: the plan, then the window in which
+// every key moves to its new owner before any command uses it, then the
+// migration that moves the rest. (miniredis's DUMP serves strings only, so
+// on these in-process servers every key is a string.)
+func ExampleShardedClient_BeginResharding() {
+	shards, stop := startShards("redis-a", "redis-b", "redis-c", "redis-d")
+	defer stop()
+	ctx := context.Background()
+	rdb, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: shards[:3]})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer rdb.Close()
+	for i := range 1000 {
+		if err := rdb.Set(ctx, fmt.Sprintf("user:%d", i), i, 0).Err(); err != nil {
+			log.Fatal(err)
+		}
+	}
+	newShards := shards // redis-d joins
+
+	plan, err := rdb.PlanResharding(newShards) // exact share moving, per (from, to) pair of shards
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Print(plan)
+	// Stale copies removed, then keys placed by the new ring; a key moves to its new owner
+	// (marked, DUMP/RESTORE with its absolute expiry, deleted) before any command uses it.
+	// On error nothing has changed.
+	if err := rdb.BeginResharding(newShards); err != nil {
+		log.Fatal(err)
+	}
+	m, err := rdb.NewMigration(shardedredis.MigrateOptions{KeysPerSecond: 50000})
+	if err != nil {
+		log.Fatal(err)
+	}
+	// SCAN every old shard, move what changed owner, then end the window. On error, run a new
+	// Migration with MigrateOptions{Resume: m.Checkpoint()}.
+	if err := m.Run(ctx); err != nil {
+		log.Fatal(err)
+	}
+
+	for _, p := range m.Progress() {
+		fmt.Printf("%s: %d kept, %d moved\n", p.Name, p.Owned, p.Moved)
+	}
+	wrong := 0
+	for i := range 1000 {
+		if v, err := rdb.Get(ctx, fmt.Sprintf("user:%d", i)).Int(); err != nil || v != i {
+			wrong++
+		}
+	}
+	fmt.Println("wrong values:", wrong)
+	// Output:
+	// moved 28.3135% of the hash space
+	//   redis-a              -> redis-d                9.3659%
+	//   redis-b              -> redis-d               10.9125%
+	//   redis-c              -> redis-d                8.0351%
+	// redis-a: 248 kept, 87 moved
+	// redis-b: 210 kept, 111 moved
+	// redis-c: 266 kept, 78 moved
+	// wrong values: 0
+}
+
+// Moving every key of three shards into a Redis Cluster, live, from the
+// running client. It needs real redis-servers and a cluster, so it is
+// compiled, not run.
+func ExampleShardedClient_BeginClusterMove() {
+	ctx := context.Background()
+	rdb, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{
+		Shards: []shardedredis.ShardOptions{
+			{Name: "redis-a", Addr: "10.0.0.1:6379"},
+			{Name: "redis-b", Addr: "10.0.0.2:6379"},
+			{Name: "redis-c", Addr: "10.0.0.3:6379"},
+		},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer rdb.Close()
+
+	opt := &goredis.ClusterOptions{Addrs: []string{"10.0.1.1:6379", "10.0.1.2:6379", "10.0.1.3:6379"}}
+	// Slots and keys per master, the keys each master holds now (deleted by the move), and the
+	// key groups that would be split.
+	plan, err := rdb.PlanClusterMove(ctx, opt, 0)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(plan)
+	// WaitReplicas: 1 needs a replica behind every master; leave it 0 on a cluster without replicas.
+	if err := rdb.BeginClusterMove(shardedredis.ClusterShard{Options: opt, WaitReplicas: 1}); err != nil {
+		log.Fatal(err)
+	}
+	m, err := rdb.NewMigration(shardedredis.MigrateOptions{KeysPerSecond: 20000})
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := m.Run(ctx); err != nil {
+		log.Fatal(err) // a *MigrationError names keys and nodes; resume with MigrateOptions{Resume: m.Checkpoint()}
+	}
+	// Every command now goes to the cluster, through a go-redis ClusterClient.
+	fmt.Println(rdb.ClusterClient().Options().Addrs)
 }
 
 // Adding a shard to three real redis-servers and moving the keys it takes
