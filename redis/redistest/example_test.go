@@ -12,7 +12,7 @@ import (
 // each of which can be inspected.
 func TestAddToCart(t *testing.T) {
 	ctx := context.Background()
-	rdb, servers := redistest.NewClient(t, "a", "b", "c") // closed when t ends
+	rdb, servers := redistest.NewClient(t, "a", "b", "c")         // closed when t ends
 	if err := addToCart(ctx, rdb, "user:1", "book"); err != nil { // your code
 		t.Fatal(err)
 	}
