@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unicode"
 )
 
 // root is the repository's root, two levels above this package.
@@ -181,6 +182,60 @@ func TestOccurs(t *testing.T) {
 	}
 }
 
+// anchors returns the anchors GitHub gives the headings of the markdown
+// file at path: lower case, punctuation dropped, spaces as hyphens.
+func anchors(t *testing.T, path string) []string {
+	t.Helper()
+	var out []string
+	for _, b := range headings(t, path) {
+		var a strings.Builder
+		for _, r := range strings.ToLower(b) {
+			switch {
+			case r == ' ':
+				a.WriteRune('-')
+			case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r):
+				a.WriteRune(r)
+			}
+		}
+		out = append(out, a.String())
+	}
+	return out
+}
+
+// headings returns the text of the headings of the markdown file at path,
+// outside code blocks.
+func headings(t *testing.T, path string) []string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	code := false
+	for _, line := range strings.Split(string(data), "\n") {
+		if strings.HasPrefix(line, "```") {
+			code = !code
+		}
+		if h := strings.TrimLeft(line, "#"); !code && h != line && strings.HasPrefix(h, " ") {
+			out = append(out, strings.TrimSpace(h))
+		}
+	}
+	return out
+}
+
+// TestAnchors: GitHub's anchors, on fixed headings.
+func TestAnchors(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "a.md")
+	text := "# A guide\n\n## Server-side moves (`MIGRATE`)\n\n```sh\n# not a heading\n```\n### The protocol's keys, on servers\n#hashtag\n"
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"a-guide", "server-side-moves-migrate", "the-protocols-keys-on-servers"}
+	if got := anchors(t, path); !slices.Equal(got, want) {
+		t.Errorf("anchors = %q, want %q", got, want)
+	}
+}
+
 var linkRE = regexp.MustCompile(`\]\(([^)#\s]+)(#[^)]*)?\)`)
 
 // TestLinks: every relative link of README.md and docs/*.md leads to a file
@@ -200,8 +255,13 @@ func TestLinks(t *testing.T) {
 					continue
 				}
 				n++
-				if _, err := os.Stat(filepath.Join(filepath.Dir(md), target)); err != nil {
+				path := filepath.Join(filepath.Dir(md), target)
+				if _, err := os.Stat(path); err != nil {
 					t.Errorf("%s:%d: link to %s: %v", md, line, target, err)
+					continue
+				}
+				if anchor := strings.TrimPrefix(m[2], "#"); anchor != "" && strings.HasSuffix(path, ".md") && !slices.Contains(anchors(t, path), anchor) {
+					t.Errorf("%s:%d: link to %s%s: no such heading there", md, line, target, m[2])
 				}
 			}
 		}
