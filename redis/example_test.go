@@ -13,6 +13,7 @@ import (
 
 	shardedredis "github.com/shardedcache/shardedcache/redis"
 	"github.com/shardedcache/shardedcache/ring"
+	"github.com/shardedcache/shardedcache/shardedclient"
 )
 
 // startServers starts n in-process Redis servers and returns their
@@ -319,6 +320,54 @@ func ExampleShardedClient_BeginClusterMove() {
 	}
 	// Every command now goes to the cluster, through a go-redis ClusterClient.
 	fmt.Println(rdb.ClusterClient().Options().Addrs)
+}
+
+// Eject mode: after FailureLimit consecutive failures a shard is ejected
+// and its keys go to the shard that stands in for it (on the Jedis ring, the
+// next node clockwise), until a probe after RetryTimeout finds it back.
+// Keys written on the stand-in meanwhile are not copied back.
+func ExampleShardedOptions_ejectMode() {
+	a, b := miniredis.NewMiniRedis(), miniredis.NewMiniRedis()
+	for _, s := range []*miniredis.Miniredis{a, b} {
+		if err := s.Start(); err != nil {
+			log.Fatal(err)
+		}
+		defer s.Close()
+	}
+	ctx := context.Background()
+
+	rdb, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{
+		Shards: []shardedredis.ShardOptions{{Name: "redis-a", Addr: a.Addr()}, {Name: "redis-b", Addr: b.Addr()}},
+		Health: shardedredis.Health{
+			Mode:         shardedclient.EjectMode,
+			FailureLimit: 1,                // ejected at the first failure (default 2)
+			RetryTimeout: 30 * time.Second, // then probed (PING), and it rejoins
+			OnEvent:      func(e shardedclient.Event) { fmt.Println("event:", e.Kind, e.Name) },
+		},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer rdb.Close()
+
+	fmt.Println("user:1 is on", rdb.GetShardInfo("user:1").Name)
+	b.Close() // redis-b dies
+	err = rdb.Get(ctx, "user:1").Err()
+	var se *shardedclient.ShardError
+	if errors.As(err, &se) {
+		fmt.Println("failed on", se.Name)
+	}
+	// Ejected: its keys are served by the stand-in.
+	if err := rdb.Set(ctx, "user:1", "ada", 0).Err(); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("user:1 is on", rdb.GetShardInfo("user:1").Name)
+	// Output:
+	// user:1 is on redis-b
+	// event: failure redis-b
+	// event: ejected redis-b
+	// failed on redis-b
+	// user:1 is on redis-a
 }
 
 // Adding a shard to three real redis-servers and moving the keys it takes
