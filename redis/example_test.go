@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -368,6 +370,44 @@ func ExampleShardedOptions_ejectMode() {
 	// event: ejected redis-b
 	// failed on redis-b
 	// user:1 is on redis-a
+}
+
+// Subscribe holds each channel on the shard that owns it, where Publish
+// sends it, and delivers every message on one go-redis *redis.PubSub.
+func ExampleShardedClient_Subscribe() {
+	shards, stop := startShards("redis-a", "redis-b", "redis-c")
+	defer stop()
+	rdb, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: shards})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer rdb.Close()
+	ctx := context.Background()
+
+	ps := rdb.Subscribe(ctx, "news", "sports", "weather")
+	defer ps.Close()
+	if _, err := ps.Receive(ctx); err != nil { // every channel of the call is live now
+		log.Fatal(err)
+	}
+	for _, ch := range []string{"news", "sports", "weather"} {
+		if err := rdb.Publish(ctx, ch, "hello "+ch).Err(); err != nil { // on the channel's shard
+			log.Fatal(err)
+		}
+	}
+	var got []string
+	for range 3 {
+		msg, err := ps.ReceiveMessage(ctx)
+		if err != nil {
+			log.Fatal(err)
+		}
+		got = append(got, fmt.Sprintf("%s on %s: %s", msg.Channel, rdb.GetShardInfo(msg.Channel).Name, msg.Payload))
+	}
+	slices.Sort(got) // the shards' messages interleave in any order
+	fmt.Println(strings.Join(got, "\n"))
+	// Output:
+	// news on redis-a: hello news
+	// sports on redis-c: hello sports
+	// weather on redis-c: hello weather
 }
 
 // Adding a shard to three real redis-servers and moving the keys it takes
