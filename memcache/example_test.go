@@ -3,6 +3,7 @@ package memcache_test
 import (
 	"fmt"
 	"log"
+	"time"
 
 	gomemcache "github.com/bradfitz/gomemcache/memcache"
 	"github.com/daangn/minimemcached"
@@ -96,4 +97,54 @@ func ExampleNewShardedClient_minimemcached() {
 	// user:8 is on cache-b
 	// 3 hits; hello user:3
 	// user:5: cache miss
+}
+
+// The README's snippet: gomemcache's own client over a Selector, and the
+// sharded client, with one placement, so both find every key on the same
+// server.
+func ExampleNewShardedClient_placement() {
+	var addr []string // two in-process memcached servers; in production, host:port of each
+	for range 2 {
+		srv, err := minimemcached.Run(&minimemcached.Config{Port: 0})
+		if err != nil {
+			log.Fatal(err)
+		}
+		defer srv.Close()
+		addr = append(addr, fmt.Sprintf("127.0.0.1:%d", srv.Port()))
+	}
+
+	// The lightest drop-in: gomemcache's own client with consistent placement.
+	sel, err := memcache.NewSelector([]memcache.Server{{Addr: addr[0]}, {Addr: addr[1]}},
+		ring.Libmemcached{Distribution: ring.LibmemcachedKetamaWeighted}) // libketama; nil: the Jedis ring
+	if err != nil {
+		log.Fatal(err)
+	}
+	mc := gomemcache.NewFromSelector(sel)
+	defer mc.Close()
+
+	// Or a sharded client: one gomemcache client per shard, fan-out with per-shard errors. Give
+	// it the same Placement as every other client of these servers (here the Selector's), or
+	// they look for a key on different servers.
+	smc, err := memcache.NewShardedClient(&memcache.ShardedOptions{
+		Shards:    []memcache.ShardOptions{{Addr: addr[0], Timeout: 200 * time.Millisecond}, {Addr: addr[1]}},
+		Placement: ring.Libmemcached{Distribution: ring.LibmemcachedKetamaWeighted},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer smc.Close()
+
+	keys := []string{"user:1", "user:2", "user:3", "user:4"}
+	for _, key := range keys[:3] {
+		if err := mc.Set(&gomemcache.Item{Key: key, Value: []byte("v")}); err != nil {
+			log.Fatal(err)
+		}
+	}
+	items, err := smc.GetMulti(keys) // every hit, plus a *memcache.MultiShardError naming failed shards
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(len(items), "hits")
+	// Output:
+	// 3 hits
 }

@@ -19,65 +19,18 @@
 // specifications and request/response policies of Redis 7.0's COMMAND INFO,
 // and of Redis's command specs for every later command go-redis sends,
 // module commands included), following Redis's rule for clients of a
-// sharded deployment:
-//
-//   - a command whose keys are all on one shard runs on that shard;
-//   - a multi-key command that Redis marks multi_shard (MGET, MSET, DEL,
-//     UNLINK, EXISTS, TOUCH) is split by shard, the parts run in parallel, and
-//     the replies are merged: values in argument order, counts summed;
-//   - any other command whose keys span shards fails with a *CrossShardError
-//     (errors.Is(err, ErrCrossShard)) before anything is sent; key tags
-//     (ring.Jedis{KeyTags: true}) put related keys on one shard;
-//   - a keyless command that Redis runs on all shards (PING, DBSIZE,
-//     FLUSHDB, FLUSHALL, KEYS, SCRIPT LOAD, FUNCTION LOAD, CONFIG SET) runs
-//     on every shard and the replies are merged by its response policy
-//     (DBSIZE summed, PING and FLUSHDB succeed when every shard does, KEYS
-//     concatenated); SCAN walks the shards one after the other (the cursor
-//     holds the shard), RANDOMKEY draws a shard by its DBSIZE, alike
-//     through their typed methods, Do and pipelines. A command
-//     that reads (DBSIZE, KEYS, SCAN, RANDOMKEY, PING, SCRIPT EXISTS) skips
-//     an ejected shard, whose keys the live shards serve; one that changes
-//     every shard (FLUSHDB, FLUSHALL, SCRIPT LOAD and FLUSH, FUNCTION LOAD,
-//     DELETE and FLUSH, CONFIG SET, ...) fails with an *EjectedError
-//     (errors.Is(err, ErrEjected)) naming the ejected shards while any is,
-//     sent to none. One that acts on the whole server (FLUSHALL, FUNCTION,
-//     SCRIPT, CONFIG SET) runs once per server when shards are DBs of one
-//     server;
-//   - PUBLISH and SPUBLISH go to the shard of the channel; Subscribe and
-//     SSubscribe subscribe on each channel's shard, PSubscribe on every
-//     shard, and one *redis.PubSub delivers every message;
-//   - a keyless command that Redis gives no request policy (ECHO, TIME,
-//     LASTSAVE, CONFIG GET, CLIENT LIST, EVAL and FCALL with no keys, ...)
-//     runs on any one shard: the first live one;
-//   - what has no sharded meaning fails with an *UnsupportedError
-//     (errors.Is(err, ErrUnsupported)) before anything is sent, saying what
-//     to use instead: connection state (SELECT, AUTH, HELLO, CLIENT
-//     SETNAME, CLIENT TRACKING: set them in the shards' Options),
-//     transactions and subscriptions through Do (TxPipelined, Watch,
-//     Subscribe), reports of one server that do not merge (INFO, SLOWLOG
-//     GET, LATENCY, MEMORY STATS), administration of one server (SHUTDOWN,
-//     BGSAVE, REPLICAOF, CLIENT KILL, ...), CLUSTER, the FT (search) family,
-//     TS.MGET and TS.MRANGE; and a command whose keys cannot be known from
-//     its arguments. Typed methods and Do agree on every command: a command
-//     runs on several shards only when its merge fits the go-redis result
-//     type. ForEachShard runs anything on every shard;
-//   - pipelines run one pipeline per shard, in parallel, with results in call
-//     order; TxPipeline and Watch run on one shard, and the *redis.Tx of
-//     Watch refuses commands for other shards' keys (*CrossShardError) and
-//     keyless commands that run on every shard (DBSIZE, KEYS, SCAN,
-//     FLUSHDB, ..., also in its TxPipelined) with the *UnsupportedError
-//     that TxPipelined gives;
-//   - a client of one shard, outside a resharding window, is one server:
-//     every command runs there as sent, keys or not, and gets that server's
-//     reply (INFO, SLOWLOG GET, SWAPDB, CLIENT KILL, FT.SEARCH, SORT with BY
-//     or GET patterns, PING in TxPipelined, Watch with no keys, a wrong
-//     arity's error); only connection state, transactions and
-//     subscriptions through Do, CLUSTER and MONITOR stay refused.
-//
-// A call that breaks its command's arity (MGet or Del with no key, Do
-// "config" with no subcommand, an MSET whose last key has no value) is
-// sent whole to one shard, which refuses it with Redis's own "wrong number
-// of arguments" before running it, as one server would.
+// sharded deployment: a command whose keys are all on one shard runs there;
+// MGET, MSET, DEL, UNLINK, EXISTS and TOUCH are split by shard and merged;
+// any other command whose keys span shards fails with a *CrossShardError
+// (errors.Is(err, ErrCrossShard)) before anything is sent; a keyless
+// command runs on every shard (replies merged by its response policy), on
+// any one shard, or fails with an *UnsupportedError (errors.Is(err,
+// ErrUnsupported)) saying what to use instead. Each command method's doc
+// says where its command runs. The reference, command by command (SCAN's
+// cursors, RANDOMKEY, ejected shards, stale copies, wrong arity, pipelines,
+// transactions and Watch, pub/sub, a client of one shard), is written once,
+// in the repository's docs/redis.md, section "Where a command runs":
+// https://github.com/shardedcache/shardedcache/blob/main/docs/redis.md#where-a-command-runs
 //
 // A transport failure of one shard (refused connection, timeout, failed TLS
 // handshake) is returned as a *shardedclient.ShardError that names the shard

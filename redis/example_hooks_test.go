@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/extra/redisotel/v9"
 	goredis "github.com/redis/go-redis/v9"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
@@ -86,8 +87,8 @@ func ExampleShardedClient_OnNewNode() {
 	// redis-c: set user:3 x; mget user:3
 }
 
-// OnNewShardNode instruments every shard's client with redisotel, each span
-// carrying the shard's name. One MGET over three shards is three "mget"
+// OnNewShardNode instruments every shard's client with redisotel (traces and
+// go-redis's own metrics), each span and metric carrying the shard's name. One MGET over three shards is three "mget"
 // spans, one per shard, each with that shard's keys (db.statement), its
 // server.address and server.port, and shardedcache.shard.name.
 func ExampleShardedClient_OnNewShardNode() {
@@ -100,10 +101,12 @@ func ExampleShardedClient_OnNewShardNode() {
 	defer client.Close()
 
 	spans := tracetest.NewInMemoryExporter()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans)) // in a program: otel's global provider
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans)) // in a program: otel's global providers
+	mp := sdkmetric.NewMeterProvider()
 	client.OnNewShardNode(func(sh shardedredis.Shard, node *goredis.Client) {
-		_ = redisotel.InstrumentTracing(node, redisotel.WithTracerProvider(tp),
-			redisotel.WithAttributes(otelmetrics.ShardNameKey.String(sh.Name)))
+		name := redisotel.WithAttributes(otelmetrics.ShardNameKey.String(sh.Name))
+		_ = redisotel.InstrumentTracing(node, name, redisotel.WithTracerProvider(tp))
+		_ = redisotel.InstrumentMetrics(node, name, redisotel.WithMeterProvider(mp))
 	})
 	if err := client.MGet(context.Background(), "user:1", "user:3", "user:9").Err(); err != nil {
 		log.Fatal(err)

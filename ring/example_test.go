@@ -99,3 +99,20 @@ func ExampleKeyTag() {
 	// "{}"             "{}" false
 	// "foo{}{bar}"     "}{bar" true
 }
+
+// The ring works on any key-to-target mapping, not only caches: here, which
+// of three database tables holds a customer's orders.
+func ExampleRing_Locate() {
+	r, err := ring.New([]ring.Node{{Name: "orders_0"}, {Name: "orders_1"}, {Name: "orders_2"}}, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	table := r.Locate("customer:1234") // 0, 1 or 2; no allocation, no lock
+	shares, err := r.Shares()          // exact share of the hash's range per node
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("%s; shares %.4f\n", r.Nodes()[table].Name, shares)
+	// Output:
+	// orders_0; shares [0.3479 0.3638 0.2883]
+}
