@@ -492,7 +492,7 @@ func mgetErr(c goredis.Cmdable, keys []string) error {
 	return err
 }
 
-// BenchmarkSpeed runs the workloads of the README's speed table side by
+// BenchmarkSpeed runs the workloads of docs/speed.md's tables side by
 // side (see the top of this file).
 func BenchmarkSpeed(b *testing.B) {
 	realRedisBin(b)

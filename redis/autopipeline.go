@@ -57,7 +57,7 @@ type engines struct {
 // 83 against 32 us, on a loaded 2-core machine with a local redis-server),
 // which only a batch of several callers' commands pays back: at 8
 // goroutines over 4 shards, a GET through a per-shard AutoPipeline had
-// half Ring's throughput (see the README's speed table).
+// half Ring's throughput (see docs/speed.md).
 const defaultAutoPipelineFrom = 4
 
 // enter counts a command or group in on the shard and reports whether it

@@ -146,7 +146,7 @@
 // It pays at many concurrent callers: on the Speed benchmark's machine
 // (4 redis-servers, 64 goroutines) GET and SET ran 2.8 and 3.0 times as
 // many operations per second as go-redis Ring, at 0.43 and 0.37 of Ring's
-// CPU per operation and a lower p99 (see the README's speed section). The client's
+// CPU per operation and a lower p99 (see docs/speed.md). The client's
 // own AutoPipeline is go-redis's engine over the whole client: its batches
 // are the client's pipelines, so it coalesces across shards too, but a
 // batch waits for its slowest shard.
@@ -184,7 +184,7 @@
 // Writes made elsewhere (another process, another client) are seen once
 // go-redis applies their invalidation: within its DrainInterval (5 ms by
 // default) on an idle connection, bounded by MaxStaleness when set; the
-// README gives measured figures.
+// docs/speed.md gives measured figures.
 //
 // Under change: a key moved in a resharding window (by a command, the
 // migration, or the servers' MIGRATE) is dropped from both owners' caches

@@ -28,8 +28,7 @@ type MigrateOptions struct {
 	//
 	// Larger batches and more of them in flight move more keys per second
 	// until the servers are busy, and lengthen the queues that live
-	// commands wait in: on the README's 2-core machine (its Speed
-	// section), the defaults moved ~84,000 keys/s with a live GET p99 ~21
+	// commands wait in: on the 2-core machine of docs/speed.md, the defaults moved ~84,000 keys/s with a live GET p99 ~21
 	// times the idle one, both cores busy. KeysPerSecond bounds the load
 	// whatever the sizes.
 	InFlight int
@@ -49,8 +48,8 @@ type MigrateOptions struct {
 	// serverSide.move). The keys then cross the network once rather than
 	// twice, and this client sends an EXISTS per key and one MIGRATE per
 	// new owner rather than four commands per key (DUMP, PTTL, RESTORE, and
-	// the key in a DEL); the servers do the same work (figures in the
-	// README's Speed section). The counts and the rule that the new owner's
+	// the key in a DEL); the servers do the same work (figures in
+	// docs/speed.md). The counts and the rule that the new owner's
 	// copy wins are those of the default path.
 	//
 	// Every old owner must reach every new owner at the address and DB this
