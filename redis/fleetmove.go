@@ -153,6 +153,106 @@ type fleetMoves struct {
 	// keys failed: a mark of one is no move in progress, so a later move
 	// settles it at once rather than wait fleetSettleAfter.
 	ended sync.Map // token -> struct{}
+	// undrained holds the new owners that a MIGRATE failed to without an
+	// answer (shard ID -> *undrainedOwner; see serverSide.move): the
+	// RESTORE it sent may still run there, so no key moves there until
+	// they answer again and have run what they were sent (drain).
+	undrained sync.Map
+}
+
+// undrainedOwner is a new owner that a MIGRATE failed to without an
+// answer, and the keys it may have been sent.
+type undrainedOwner struct {
+	client *goredis.Client
+	mu     sync.Mutex
+	// expiry holds the keys with a TTL that a MIGRATE may have restored
+	// there, and their absolute expiry (Unix ms): MIGRATE sent a time to
+	// live read before the new owner stopped, so it lengthens by the stop.
+	expiry  map[string]int64
+	drained bool
+}
+
+// undrainedOwner returns the record of shard to of v as undrained, made
+// if need be, with keys[i] (whose expiry is expiry[i]) added to it.
+func (f *fleetMoves) undrainedOwner(v *view, to int, keys []shardcore.MovingKey, expiry []int64) {
+	val, _ := f.undrained.LoadOrStore(v.ID(to), &undrainedOwner{client: v.Client(to), expiry: map[string]int64{}})
+	u := val.(*undrainedOwner)
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	for i, k := range keys {
+		if expiry[i] > 0 {
+			u.expiry[k.Key] = expiry[i]
+		}
+	}
+}
+
+// drain drains u's server (see drain), then gives every key it may have
+// been sent its absolute expiry (PEXPIREAT; a key it does not hold is left
+// alone): no other move or command has reached those keys there, since
+// they all wait for this. Calls wait for one another; once one succeeded
+// the others return nil.
+func (u *undrainedOwner) drain(ctx context.Context) error {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.drained {
+		return nil
+	}
+	if err := drain(ctx, u.client); err != nil {
+		return err
+	}
+	if len(u.expiry) > 0 {
+		pipe := u.client.Pipeline()
+		for key, ms := range u.expiry {
+			pipe.PExpireAt(ctx, key, time.UnixMilli(ms))
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			return fmt.Errorf("setting the expiry of the keys a MIGRATE may have left there: %w", err)
+		}
+	}
+	u.drained = true
+	return nil
+}
+
+// drainAll drains every undrained new owner of f; the error names the
+// first that does not drain.
+func (f *fleetMoves) drainAll(ctx context.Context) error {
+	var err error
+	f.undrained.Range(func(id, val any) bool {
+		if err = val.(*undrainedOwner).drain(ctx); err != nil {
+			err = fmt.Errorf("shardedcache: the new owner %s: a MIGRATE to it failed without an answer, and it has not drained since: %w", id, err)
+			return false
+		}
+		f.undrained.CompareAndDelete(id, val)
+		return true
+	})
+	return err
+}
+
+// deadErr returns why a migration sends shard to of v no more keys, when
+// dead (shard ID -> error; nil outside a migration) holds it; else nil.
+func deadErr(dead *sync.Map, v *view, to int) error {
+	if dead == nil {
+		return nil
+	}
+	if err, ok := dead.Load(v.ID(to)); ok {
+		return fmt.Errorf("the new owner stopped answering earlier in this migration; no more keys are sent to it: %w", err.(error))
+	}
+	return nil
+}
+
+// drained returns nil once shard to of v may be moved keys: it is not in
+// f.undrained, or it has drained (and leaves it). Else it returns why not,
+// naming the shard.
+func (f *fleetMoves) drained(ctx context.Context, v *view, to int) error {
+	val, ok := f.undrained.Load(v.ID(to))
+	if !ok {
+		return nil
+	}
+	if err := val.(*undrainedOwner).drain(ctx); err != nil {
+		return v.Err(to, fmt.Errorf("a MIGRATE to it failed without an answer, and it has not drained since (the RESTORE it was sent may still run): %w", err))
+	}
+	f.undrained.CompareAndDelete(v.ID(to), val)
+	return nil
 }
 
 // newToken returns a move token: the resharding's ID, 8 random hex
@@ -187,17 +287,24 @@ func tokenAge(token string) time.Duration {
 func (f *fleetMoves) move(ctx context.Context, v *view, keys []shardcore.MovingKey, dead *sync.Map) moveCounts {
 	var counts moveCounts
 	todo := make([]shardcore.MovingKey, 0, len(keys))
+	undrained := map[int]error{} // by new owner
 	for _, k := range keys {
 		if _, ok := f.gone.Load(k.Key); ok {
 			counts.gone++
 			continue
 		}
-		if dead != nil {
-			if err, ok := dead.Load(v.ID(k.To)); ok {
-				counts.failed = append(counts.failed, &KeyMoveError{Key: k.Key, From: v.Label(k.From), To: v.Label(k.To),
-					Err: fmt.Errorf("the new owner stopped answering earlier in this migration; no more keys are sent to it: %w", err.(error))})
-				continue
-			}
+		err, seen := undrained[k.To]
+		if !seen {
+			err = f.drained(ctx, v, k.To)
+			undrained[k.To] = err
+		}
+		if err != nil {
+			counts.failed = append(counts.failed, &KeyMoveError{Key: k.Key, From: v.Label(k.From), To: v.Label(k.To), Err: err})
+			continue
+		}
+		if err := deadErr(dead, v, k.To); err != nil {
+			counts.failed = append(counts.failed, &KeyMoveError{Key: k.Key, From: v.Label(k.From), To: v.Label(k.To), Err: err})
+			continue
 		}
 		todo = append(todo, k)
 	}

@@ -180,6 +180,9 @@ func (c *ShardedClient) NewMigration(opt MigrateOptions) (*Migration, error) {
 		if server, err = newServerSide(v); err != nil {
 			return nil, err
 		}
+		if server.moves = c.fleet.moves.Load(); server.moves == nil || server.moves.prev != v.Previous() {
+			return nil, ErrNoResharding
+		}
 	}
 	if opt.BatchSize <= 0 {
 		opt.BatchSize = 200
@@ -315,6 +318,11 @@ func (m *Migration) Run(ctx context.Context) error {
 	}
 	if len(failed) > 0 || len(shardErrs) > 0 {
 		return &MigrationError{Keys: failed, Shards: shardErrs}
+	}
+	if m.server != nil { // its moves are settled once its new owners have drained
+		if err := m.server.moves.drainAll(ctx); err != nil {
+			return &MigrationError{Shards: []error{err}}
+		}
 	}
 	m.window.MarkMigrated()
 	if !m.opt.KeepWindow {
@@ -492,7 +500,7 @@ func (m *Migration) moveFrom(ctx context.Context, v *view, p *shardProgress, key
 		c.gone = c.leaving - len(unsettled) - len(pending.Moving())
 		err := v.Prepare(ctx, &pending, func(ctx context.Context, v *view, keys []shardcore.MovingKey) error {
 			if m.server != nil {
-				c.moves = m.server.move(ctx, v, keys, func(ctx context.Context, v *view, ks []shardcore.MovingKey) moveCounts {
+				c.moves = m.server.move(ctx, v, keys, &m.dead, func(ctx context.Context, v *view, ks []shardcore.MovingKey) moveCounts {
 					return m.c.moveOn(ctx, v, ks, &m.dead)
 				})
 			} else {

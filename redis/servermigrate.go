@@ -1,6 +1,7 @@
 package redis
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -66,6 +67,7 @@ func migrateTarget(v *view, i int) ([]any, error) {
 type serverSide struct {
 	target  map[string][]any  // shard identity -> migrateTarget's arguments (new owners)
 	server  map[string]string // shard identity -> its server
+	moves   *fleetMoves       // the window's moves (their undrained new owners)
 	mu      sync.Mutex
 	cond    sync.Cond
 	running map[[2]string]int // (old owner's server, new owner's) -> transactions running
@@ -127,28 +129,39 @@ func hasName(entry any, name string) bool {
 // by MIGRATE; the error names the shard and the reason.
 var ErrServerSide = errors.New("shardedcache: server-side migration refused")
 
-// move is moveBatch done by the servers: for each old owner, one
-// transaction (MULTI, EXISTS of every key, one MIGRATE ... KEYS per new
-// owner, EXEC), in which the old owner sends its keys straight to their new
-// owners and deletes them (never REPLACE: the new owner's copy wins, see
-// BeginResharding; TTLs go with the keys). The EXISTS in the transaction
+// move is a batch of moves done by the servers: for each old owner, the
+// keys' absolute expiries (PEXPIRETIME), then one transaction (MULTI,
+// EXISTS of every key, one MIGRATE ... KEYS per new owner, EXEC), in which the old owner sends its keys straight
+// to their new owners and deletes them (never REPLACE: a copy on the new
+// owner came from an earlier MIGRATE of the key, see below). The EXISTS
 // tell a key that was gone from one that moved (a key whose TTL runs out
 // during the transaction may count as moved: MIGRATE reads the clock, the
-// EXISTS the transaction's start). A MIGRATE that fails
-// (the new owner had a key: BUSYKEY; or it failed part way) is settled as
-// moveBatch settles BUSYKEY: each of its keys still on the old owner is
-// deleted there if the new owner holds it, else fails. A transaction whose
-// reply is lost (a read timeout while the servers still move big values)
-// is settled so too, once the old owner answers again (see awaitAnswer;
-// its health then counts an answer, not a failure); a key no longer there
-// counts as moved (one deleted meanwhile too). A key
-// whose old and new owners are two DBs of one server moves through the
-// client (viaClient): MIGRATE to its own server would wait on itself. The
-// caller holds the keys' locks.
+// EXISTS the transaction's start). MIGRATE sends a TTL as a time to live,
+// read when it sends the key: each key that lands on its new owner is then
+// given the absolute expiry read in the transaction (PEXPIREAT), so that
+// neither the transfer nor a hang lengthens it (a key whose expiry cannot
+// be read fails, unsent).
 //
-// Batches run at once unless the gate holds them back (see enter); a batch
-// holds it until its keys are settled.
-func (s *serverSide) move(ctx context.Context, v *view, keys []shardcore.MovingKey, viaClient func(context.Context, *view, []shardcore.MovingKey) moveCounts) moveCounts {
+// A MIGRATE that fails with the new owner's answer (BUSYKEY: a copy there
+// from an earlier attempt) is settled: each of its keys still on the old
+// owner is deleted there if the new owner holds it, else fails. One that
+// fails without an answer (IOERR: MIGRATE's own timeout, the new owner hung
+// or gone), or whose transaction's reply is lost, may have left a RESTORE
+// in the new owner's buffers that runs when it wakes up: the new owner is
+// drained (see drain) before its keys are settled; if it does not answer
+// within ctx, its keys fail, the migration sends it no more (dead), and no
+// key of the window moves there until it has drained (fleetMoves.drained).
+// A transaction whose reply is lost is settled once the old owner answers
+// again (see awaitAnswer; its health then counts an answer, not a
+// failure); a key no longer there counts as moved (one deleted meanwhile
+// too). A key whose old and new owners are two DBs of one server moves
+// through the client (viaClient): MIGRATE to its own server would wait on
+// itself. The caller holds the keys' locks, so no command changes them on
+// either owner meanwhile.
+//
+// Batches run at once unless the barrier holds them back (see enter); a
+// batch holds it until its keys are settled.
+func (s *serverSide) move(ctx context.Context, v *view, keys []shardcore.MovingKey, dead *sync.Map, viaClient func(context.Context, *view, []shardcore.MovingKey) moveCounts) moveCounts {
 	defer dropKeys(v, keys) // the new owner's server wrote them, not its client
 	srv := func(i int) string { return s.server[v.ID(i)] }
 	var local []shardcore.MovingKey
@@ -166,6 +179,39 @@ func (s *serverSide) move(ctx context.Context, v *view, keys []shardcore.MovingK
 	fail := func(k shardcore.MovingKey, err error) {
 		counts.failed = append(counts.failed, &KeyMoveError{Key: k.Key, From: v.Label(k.From), To: v.Label(k.To), Err: err})
 	}
+	// A new owner that failed earlier in the run, or has not drained since
+	// a MIGRATE to it failed, is sent nothing.
+	refused := map[int]error{}
+	keys = slices.DeleteFunc(keys, func(k shardcore.MovingKey) bool {
+		err, seen := refused[k.To]
+		if !seen {
+			err = cmp.Or(deadErr(dead, v, k.To), s.moves.drained(ctx, v, k.To))
+			refused[k.To] = err
+		}
+		if err != nil {
+			fail(k, err)
+		}
+		return err != nil
+	})
+	// Each key's absolute expiry, read first: the transaction's reply may
+	// be lost. (The keys are locked: it can only run out meanwhile.)
+	reads := make([]*goredis.IntCmd, len(keys))
+	groups := make([][]goredis.Cmder, v.Len())
+	for i, k := range keys {
+		reads[i] = goredis.NewIntCmd(ctx, "pexpiretime", k.Key)
+		groups[k.From] = append(groups[k.From], reads[i])
+	}
+	execGroups(ctx, v, groups)
+	var read []shardcore.MovingKey
+	var expiry []int64 // of each key of read
+	for i, k := range keys {
+		if err := reads[i].Err(); err != nil {
+			fail(k, err)
+		} else {
+			read, expiry = append(read, k), append(expiry, reads[i].Val())
+		}
+	}
+	keys = read
 	// One MIGRATE per pair of owners, after the EXISTS, in one transaction
 	// per old owner.
 	type pair struct{ from, to int }
@@ -190,7 +236,7 @@ func (s *serverSide) move(ctx context.Context, v *view, keys []shardcore.MovingK
 		migs[p] = goredis.NewStatusCmd(ctx, args...)
 		txs[p.from] = append(txs[p.from], migs[p])
 	}
-	// The gate is held until the keys are settled: the old owners must
+	// The barrier is held until the keys are settled: the old owners must
 	// not start another MIGRATE meanwhile.
 	s.enter(edges)
 	defer s.leave(edges)
@@ -213,30 +259,70 @@ func (s *serverSide) move(ctx context.Context, v *view, keys []shardcore.MovingK
 			finishGroup(ctx, v, from, tx)
 		}
 	}
+	// A new owner that a MIGRATE failed to without an answer is drained
+	// before its keys are settled.
+	undrained := map[int]error{}
+	for _, p := range order {
+		if unanswered(migs[p].Err()) {
+			var ks []shardcore.MovingKey
+			var exp []int64
+			for i, k := range keys {
+				if k.From == p.from && k.To == p.to {
+					ks, exp = append(ks, k), append(exp, expiry[i])
+				}
+			}
+			s.moves.undrainedOwner(v, p.to, ks, exp)
+		}
+	}
+	for _, p := range order {
+		if _, done := undrained[p.to]; !done && unanswered(migs[p].Err()) {
+			err := s.moves.drained(ctx, v, p.to)
+			if err != nil && !isContextErr(err) {
+				dead.Store(v.ID(p.to), err)
+			}
+			undrained[p.to] = err
+		}
+	}
 	// Settle the keys of the failed MIGRATEs and lost transactions: where
 	// is each now?
 	var left []int                  // indices of keys to settle
+	var landed []int                // indices of keys MIGRATE moved
 	why := make([]error, len(keys)) // their MIGRATE's or transaction's error
 	for i, k := range keys {
 		mig := migs[pair{k.From, k.To}]
 		switch err := exists[i].Err(); {
 		case err != nil && isReplyError(err): // refused: nothing ran (EXECABORT)
 			fail(k, err)
+		case undrained[k.To] != nil:
+			fail(k, undrained[k.To])
 		case err != nil:
 			why[i] = err
 			left = append(left, i)
 		case exists[i].Val() == 0:
 			counts.gone++
 		case mig.Err() == nil:
-			counts.moved++
+			landed = append(landed, i)
 		default:
 			why[i] = mig.Err()
 			left = append(left, i)
 		}
 	}
-	if len(left) == 0 {
-		return counts
+	if len(left) > 0 {
+		moved, onOwner := s.settle(ctx, v, keys, left, why, fail)
+		landed = append(landed, moved...)
+		counts.onOwner += onOwner
 	}
+	s.keepExpiry(ctx, v, keys, expiry, landed, &counts, fail)
+	return counts
+}
+
+// settle finds where each key of keys[left] is after a MIGRATE or a
+// transaction that failed (why[i]): a key gone from its old owner moved
+// (its index is returned in moved); a key on both owners has its old copy
+// deleted (counted in onOwner: the new owner's copy came from an earlier
+// MIGRATE, its expiry set when that new owner drained); a key on its old
+// owner alone fails.
+func (s *serverSide) settle(ctx context.Context, v *view, keys []shardcore.MovingKey, left []int, why []error, fail func(shardcore.MovingKey, error)) (moved []int, onOwner int) {
 	groups := make([][]goredis.Cmder, v.Len())
 	onOld := make([]*goredis.IntCmd, len(keys))
 	onNew := make([]*goredis.IntCmd, len(keys))
@@ -255,7 +341,7 @@ func (s *serverSide) move(ctx context.Context, v *view, keys []shardcore.MovingK
 		case onOld[i].Err() != nil:
 			fail(k, fmt.Errorf("%w; then: %w", why[i], onOld[i].Err()))
 		case onOld[i].Val() == 0: // MIGRATE moved it before it failed
-			counts.moved++
+			moved = append(moved, i)
 		case onNew[i].Err() != nil:
 			fail(k, fmt.Errorf("%w; then: %w", why[i], onNew[i].Err()))
 		case onNew[i].Val() == 0:
@@ -270,11 +356,68 @@ func (s *serverSide) move(ctx context.Context, v *view, keys []shardcore.MovingK
 		if err := dels[k.From].Err(); err != nil {
 			fail(k, fmt.Errorf("deleting the old copy: %w", err))
 		} else {
-			counts.onOwner++
+			onOwner++
 		}
 	}
-	return counts
+	return moved, onOwner
 }
+
+// keepExpiry gives each key of keys[landed] that had a TTL the absolute
+// expiry its old owner gave (expiry[i], PEXPIRETIME), and counts it moved;
+// a key whose PEXPIREAT fails is counted failed (it is on its new owner,
+// its TTL as MIGRATE set it).
+func (s *serverSide) keepExpiry(ctx context.Context, v *view, keys []shardcore.MovingKey, expiry []int64, landed []int, counts *moveCounts, fail func(shardcore.MovingKey, error)) {
+	groups := make([][]goredis.Cmder, v.Len())
+	at := make([]*goredis.BoolCmd, len(keys))
+	for _, i := range landed {
+		if ms := expiry[i]; ms > 0 {
+			k := keys[i]
+			at[i] = goredis.NewBoolCmd(ctx, "pexpireat", k.Key, ms)
+			groups[k.To] = append(groups[k.To], at[i])
+		}
+	}
+	execGroups(ctx, v, groups)
+	for _, i := range landed {
+		if at[i] != nil && at[i].Err() != nil {
+			fail(keys[i], fmt.Errorf("moved, but its expiry could not be set on the new owner: %w", at[i].Err()))
+		} else {
+			counts.moved++
+		}
+	}
+}
+
+// unanswered reports whether err, a MIGRATE's, says that the new owner may
+// not have answered: MIGRATE's own I/O error or timeout (IOERR), or a lost
+// reply of its transaction.
+func unanswered(err error) bool {
+	var reply goredis.Error
+	if err == nil {
+		return false
+	}
+	return !errors.As(err, &reply) || strings.HasPrefix(reply.Error(), "IOERR")
+}
+
+// drain waits until c's server answers (awaitAnswer), then makes a few
+// more round trips: by then the server has read and run what other
+// connections had left in its buffers when it stopped (a RESTORE that a
+// MIGRATE gave up on), since it reads every ready connection, and accepts
+// every pending one, once per turn of its event loop, and each round trip
+// takes a turn at least. What is still in the network (a retransmission
+// held up longer than those round trips) is not covered.
+func drain(ctx context.Context, c *goredis.Client) error {
+	if !awaitAnswer(ctx, c) {
+		return cmp.Or(ctx.Err(), errors.New("it does not answer"))
+	}
+	for range drainTurns {
+		if err := c.Ping(ctx).Err(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// drainTurns is how many round trips drain makes after the first answer.
+const drainTurns = 4
 
 // awaitAnswer PINGs c until it answers, and reports whether it did. A
 // server answers nothing while it runs MIGRATE, however long the transfer
