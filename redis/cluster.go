@@ -193,7 +193,7 @@ func (f *forward) ProcessHook(goredis.ProcessHook) goredis.ProcessHook {
 		if err := f.check(cmd); err != nil {
 			return err
 		}
-		if cmd.Name() == "restore" && f.wait > 0 {
+		if f.wait > 0 && waitsForReplicas(cmd) {
 			return f.restore(ctx, []goredis.Cmder{cmd})
 		}
 		err := f.cc.Process(ctx, cmd)
@@ -232,7 +232,7 @@ func (f *forward) ProcessPipelineHook(goredis.ProcessPipelineHook) goredis.Proce
 				cmd.SetErr(err)
 				continue
 			}
-			if cmd.Name() == "restore" {
+			if waitsForReplicas(cmd) {
 				restores++
 			}
 			send = append(send, cmd)
@@ -277,18 +277,37 @@ func (f *forward) check(cmd goredis.Cmder) error {
 	return s.err(info.Name)
 }
 
-// restore runs RESTORE commands on the masters of their keys' slots, each
-// master's in one pipeline ended by WAIT f.wait, so that WAIT counts the
-// replicas that acknowledged those RESTOREs; a RESTORE whose master got
-// fewer acknowledgements fails with a *ReplicationError (the key is on the
-// master, and a move keeps its old copy: see moveBatch). A RESTORE sent to
-// a master that no longer serves the slot fails with its MOVED reply, and
-// the cluster's layout is reloaded for the next try.
+// waitsForReplicas reports whether cmd is one that a cluster shard with
+// WaitReplicas follows with WAIT (see forward.restore): a RESTORE, or a
+// move's restoring or settling script (a settled "restored" finishes the
+// move: its record must be on the replicas too).
+func waitsForReplicas(cmd goredis.Cmder) bool {
+	args := cmd.Args()
+	switch cmd.Name() {
+	case "restore":
+		return true
+	case "eval":
+		script, _ := args[1].(string)
+		return script == restoreScript || script == settleScript
+	}
+	return false
+}
+
+// restore runs commands that write what a move needs (waitsForReplicas)
+// on the masters of their keys' slots, each master's in one pipeline
+// ended by WAIT f.wait, so that WAIT counts the replicas that acknowledged
+// those writes; a command whose master got fewer acknowledgements fails
+// with a *ReplicationError (the key is on the master, and a move keeps its
+// old copy: the move stays unsettled until the token's record is on the
+// replicas, or a failover lost it and settling revokes it). A command sent
+// to a master that no longer serves the slot fails with its MOVED reply,
+// and the cluster's layout is reloaded for the next try.
 func (f *forward) restore(ctx context.Context, cmds []goredis.Cmder) error {
 	byMaster := map[*goredis.Client][]goredis.Cmder{}
 	for _, cmd := range cmds {
-		key, _ := commands.Arg(cmd.Args()[1])
-		master, err := f.cc.MasterForKey(ctx, key)
+		var s slotSet
+		_, _ = s.addCmd(cmd) // checked (forward.check)
+		master, err := f.cc.MasterForKey(ctx, s.firstKey)
 		if err != nil {
 			cmd.SetErr(f.nodeErr(ctx, cmd, err))
 			continue

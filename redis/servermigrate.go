@@ -127,7 +127,7 @@ func hasName(entry any, name string) bool {
 // by MIGRATE; the error names the shard and the reason.
 var ErrServerSide = errors.New("shardedcache: server-side migration refused")
 
-// move is moveBatch done by the servers: for each old owner, one
+// move is a move done by the servers: for each old owner, one
 // transaction (MULTI, EXISTS of every key, one MIGRATE ... KEYS per new
 // owner, EXEC), in which the old owner sends its keys straight to their new
 // owners and deletes them (never REPLACE: the new owner's copy wins, see
@@ -135,8 +135,8 @@ var ErrServerSide = errors.New("shardedcache: server-side migration refused")
 // tell a key that was gone from one that moved (a key whose TTL runs out
 // during the transaction may count as moved: MIGRATE reads the clock, the
 // EXISTS the transaction's start). A MIGRATE that fails
-// (the new owner had a key: BUSYKEY; or it failed part way) is settled as
-// moveBatch settles BUSYKEY: each of its keys still on the old owner is
+// (the new owner had a key: BUSYKEY; or it failed part way) is settled:
+// each of its keys still on the old owner is
 // deleted there if the new owner holds it, else fails. A transaction whose
 // reply is lost (a read timeout while the servers still move big values)
 // is settled so too, once the old owner answers again (see awaitAnswer;
