@@ -497,11 +497,17 @@ func Slot(key string) int {
 // new shard list is one shard, the Redis Cluster of cs: every key's new
 // owner is the cluster. Before the window opens, every key the cluster's
 // masters hold is removed (SCAN and UNLINK on each master: a copy there is
-// stale, since no key is the cluster's yet). In the window a key moves to
-// its slot's master (DUMP and PTTL on its shard, RESTORE on the cluster,
-// then DEL) before any command uses it, and a Migration moves the rest;
-// once it has run to the end, the client sends every command to the
-// cluster. It returns the errors of BeginResharding (a cluster it cannot
+// stale, since no key is the cluster's yet; the protocol's own keys,
+// "__shardedcache:...", stay). In the window a key moves to its slot's
+// master before any command uses it, and a Migration moves the rest, by
+// the moves of a fleet (package fleet, "The move into a Redis Cluster":
+// marked and read on its shard, restored on the slot's master with that
+// slot's token records, then deleted from its shard); once the migration
+// has run to the end, the client sends every command to the cluster. It
+// is the move of a fleet of one process: processes that share the shards
+// move together with JoinFleet and fleet.Reshard instead (each one's own
+// BeginClusterMove would remove, as stale, the keys another already moved
+// there). It returns the errors of BeginResharding (a cluster it cannot
 // reach: a *shardedclient.ShardError naming the cluster shard).
 func (c *ShardedClient) BeginClusterMove(cs ClusterShard) error {
 	return c.BeginResharding([]ShardOptions{{Name: "cluster", Cluster: &cs}})

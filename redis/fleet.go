@@ -122,9 +122,10 @@ func connEpoch(name string) (uint64, bool) {
 // it with no lost write (see package fleet for the protocol and its
 // guarantees).
 //
-// A fleet's shards are plain servers (Addr and DB; not Sentinel or Redis
-// Cluster shards), placed by c's preset; their go-redis options are c's
-// shared options (ShardedOptions.Options), since the store holds no
+// A fleet's shards are plain servers (Addr and DB; not Sentinel shards),
+// placed by c's preset, or a Redis Cluster as the fleet's whole list (the
+// move into a cluster, see fleet.Shard.Cluster); their go-redis options are
+// c's shared options (ShardedOptions.Options), since the store holds no
 // credentials. A member names its connections "shardedcache-fleet:<epoch>:
 // <member>" (ClientName is overridden) and checks, when one is set up,
 // that the server accepts its epoch: one EVAL per new connection, nothing
