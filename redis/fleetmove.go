@@ -383,7 +383,7 @@ func (f *fleetMoves) try(ctx context.Context, v *view, keys []shardedclient.Movi
 		}
 		switch {
 		case err != nil:
-			err = restoreErr // the RESTORE's failure, naming the shard (execGroups); the settling's was no better
+			err = restoreErr         // the RESTORE's failure, naming the shard (execGroups); the settling's was no better
 			var re *ReplicationError // a replica behind: the destination answers
 			if dead != nil && !isReplyError(err) && !isContextErr(err) && !errors.As(err, &re) {
 				dead.Store(v.ID(d.to), err)
@@ -459,7 +459,7 @@ func (f *fleetMoves) settleBusy(ctx context.Context, v *view, busy []busyKey, co
 	// every destination of its keys (every hash slot of a Redis Cluster's),
 	// and each restores or revokes it alone.
 	type tokenAt struct {
-		token     string
+		token    string
 		to, slot int
 	}
 	settled := map[tokenAt]string{}
