@@ -383,8 +383,11 @@ func (f *fleetMoves) try(ctx context.Context, v *view, keys []shardedclient.Movi
 		}
 		switch {
 		case err != nil:
-			err = restoreErr         // the RESTORE's failure, naming the shard (execGroups); the settling's was no better
-			var re *ReplicationError // a replica behind: the destination answers
+			// The RESTORE's failure, naming the shard (execGroups); the
+			// settling's was no better. A replica behind is no dead
+			// destination: the master answers.
+			err = restoreErr
+			var re *ReplicationError
 			if dead != nil && !isReplyError(err) && !isContextErr(err) && !errors.As(err, &re) {
 				dead.Store(v.ID(d.to), err)
 			}
