@@ -84,8 +84,8 @@ func TestFleetResumeAfterFence(t *testing.T) {
 // ends on the cluster with its value and TTL, none on the old servers; the
 // cluster holds the protocol's 16384 slot fences and no restored-move
 // record; and a removal of stale copies for the move that lands late (a
-// driver paused past its lease) removes nothing, refused by the slots'
-// fences.
+// driver paused past its lease) is refused by the slots' fences and
+// removes nothing.
 func TestFleetIntoCluster(t *testing.T) {
 	cluster := sharedCluster(t)
 	shards, list := fleetServers(t, 3)
@@ -138,10 +138,10 @@ func TestFleetIntoCluster(t *testing.T) {
 	if err != nil || fences.Load() != 16384 || restored.Load() != 0 {
 		t.Fatalf("the cluster holds %d slot fences and %d restored-move records (%v); want 16384 and 0", fences.Load(), restored.Load(), err)
 	}
-	// The removal of stale copies of this move, landing now.
+	// The removal of stale copies of this move, landing now: refused.
 	late := fleet.State{Epoch: 2, Step: fleet.Preparing, Change: "late", Shards: list, Target: target}
-	if err := backend.DropStale(ctx, late); err != nil {
-		t.Fatalf("a late removal of stale copies: %v", err)
+	if err := backend.DropStale(ctx, late); err == nil || !strings.Contains(err.Error(), "already marked moved for this resharding") {
+		t.Fatalf("a late removal of stale copies: %v; want it refused, as the slots are marked moved", err)
 	}
 	cm.check(t, nil)
 }
