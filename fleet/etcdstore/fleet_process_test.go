@@ -229,7 +229,8 @@ func runWorker(t *testing.T) {
 // soloClusterMove is the negative control's worker without a fleet: once
 // the file envSoloBegin exists, it calls BeginClusterMove as a process
 // alone would, and runs the migration if envSoloMigrate names a file (which
-// it creates when the migration has ended).
+// it creates when the migration has ended, failed or not: in the control
+// a failure is one of the outcomes, and the check judges the keys).
 func soloClusterMove(t *testing.T, c *shardedredis.ShardedClient) {
 	for {
 		if _, err := os.Stat(os.Getenv(envSoloBegin)); err == nil {
@@ -238,20 +239,20 @@ func soloClusterMove(t *testing.T, c *shardedredis.ShardedClient) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	cs := shardOptions(envShardList(t, envSoloTarget)[0]).Cluster
-	if err := c.BeginClusterMove(*cs); err != nil {
-		t.Errorf("BeginClusterMove: %v", err)
-		return
+	err := c.BeginClusterMove(*cs)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "BeginClusterMove:", err)
 	}
 	done := os.Getenv(envSoloMigrate)
 	if done == "" {
 		return
 	}
-	m, err := c.NewMigration(shardedredis.MigrateOptions{BatchSize: 20, KeysPerSecond: 300})
 	if err == nil {
-		err = m.Run(context.Background())
-	}
-	if err != nil {
-		t.Errorf("the migration: %v", err)
+		var m *shardedredis.Migration
+		if m, err = c.NewMigration(shardedredis.MigrateOptions{BatchSize: 20, KeysPerSecond: 300}); err == nil {
+			err = m.Run(context.Background())
+		}
+		fmt.Fprintln(os.Stderr, "the migration:", err)
 	}
 	if err := os.WriteFile(done, nil, 0o644); err != nil {
 		t.Error(err)
