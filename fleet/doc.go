@@ -119,6 +119,45 @@
 // round trip and no store call on the command path (a connection costs
 // one more command when it is set up: the fence check).
 //
+// # The move into a Redis Cluster
+//
+// A fleet moves into a Redis Cluster as it reshards, by the same steps,
+// fence and moves: the target is one shard marked as a cluster
+// (Shard.Cluster, its seed addresses in Addr), the whole new list, so
+// every shard of L is a source. What differs:
+//
+//   - Preparing: the cluster gains every key, so every key its masters
+//     hold is a stale copy (the protocol's own keys, "__shardedcache:...",
+//     aside): the driver removes them all, in one script per hash slot
+//     that checks the slot's fence record, and Fence then marks the
+//     fence record of each of the 16384 slots moved (a removal that lands
+//     late is refused, as on a server).
+//   - Moving: a move marks and reads a key on its source, as always; its
+//     restoring script runs on the cluster master that serves the key's
+//     hash slot, and records the token in that slot's records (internal
+//     keys whose hash tag puts them in the slot: a script's keys must share
+//     one slot); settling a move asks that slot's master. A move's outcome
+//     is therefore its slot's, decided atomically on one master, as on a
+//     server, and the safety argument above holds slot by slot.
+//   - Stable(cluster): every process sends every command to the cluster
+//     through a cluster client (MOVED and ASK followed).
+//
+// What holds is what a resharding promises: no lost acknowledged write, no
+// resurrected delete, no stale read after an acknowledged write, no copy
+// left on the old servers, for any number of processes, crashes and
+// pauses. It needs of the cluster: no slot migration during the move (a
+// move decides its outcome on the master that serves the slot when it
+// runs); no failover during the move (replication is asynchronous: a
+// master that fails over may lose a RESTORE it acknowledged, after the
+// source's copy was deleted); DB 0; and no data of another application
+// (Preparing removes every key). After it, commands whose keys are in
+// several hash slots fail (Redis Cluster's rule; package redis's
+// PlanClusterMove lists the key groups it would split), and the fleet
+// stays on the cluster: State.Validate refuses a step out of a cluster,
+// since no migration can scan keys out of one. The cluster keeps the
+// protocol's records: the 16384 slots' fence records, and the revoked
+// moves' records (one per slot that had one).
+//
 // # Stores
 //
 // The store is an interface (Store): MemStore for one process and tests;

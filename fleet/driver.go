@@ -43,7 +43,11 @@ func (e *ChangeInProgressError) Error() string {
 //
 // It returns the final state. A resharding to the same target already in
 // progress is resumed; one to another target is a *ChangeInProgressError;
-// a target equal to the current list changes nothing. If ctx ends or the
+// a target equal to the current list changes nothing. A target that is a
+// Redis Cluster shard alone (Shard.Cluster) moves the fleet into that
+// cluster by the same steps (see the package documentation, "The move
+// into a Redis Cluster"); a fleet on a cluster cannot be resharded
+// (ErrInvalidState: keys never leave a cluster). If ctx ends or the
 // lock's lease is lost, it stops where it is and returns the error: the
 // fleet stays at that step, safe, and Resume (here or in another process)
 // continues it.
@@ -102,6 +106,9 @@ func drive(ctx context.Context, store Store, backend Backend, target []Shard, op
 			return st, nil
 		case st.Step == Stable:
 			next := st.next(target, newChangeID())
+			if err := next.Validate(); err != nil { // out of a Redis Cluster
+				return st, fmt.Errorf("fleet: Reshard: %w", err)
+			}
 			if rev, err = store.Swap(ctx, rev, next); err != nil {
 				return st, stop(fmt.Errorf("fleet: storing %s: %w", next.Step, err))
 			}

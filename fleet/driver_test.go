@@ -231,3 +231,67 @@ func TestStateValidate(t *testing.T) {
 		}
 	}
 }
+
+func TestStateValidateCluster(t *testing.T) {
+	cluster := []Shard{{Name: "cluster", Addr: "10.0.0.1:7000, 10.0.0.2:7000", Cluster: true}}
+	if got := cluster[0].Seeds(); !slices.Equal(got, []string{"10.0.0.1:7000", "10.0.0.2:7000"}) {
+		t.Errorf("Seeds() = %q", got)
+	}
+	if got := listL[0].Seeds(); got != nil {
+		t.Errorf("Seeds() of a server = %q, want nil", got)
+	}
+	for _, st := range []State{
+		{Epoch: 2, Step: Preparing, Change: "c", Shards: listL, Target: cluster},
+		{Epoch: 3, Step: Moving, Change: "c", Shards: listL, Target: cluster},
+		{Epoch: 4, Step: Stable, Shards: cluster},
+	} {
+		if err := st.Validate(); err != nil {
+			t.Errorf("%+v: %v", st, err)
+		}
+	}
+	for want, st := range map[string]State{
+		`fleet: invalid state: target[1] ("cluster"): a Redis Cluster shard in a list of 2 shards (a cluster is the whole list)`: {
+			Epoch: 2, Step: Preparing, Change: "c", Shards: listL, Target: append([]Shard{{Name: "x", Addr: "x:1"}}, cluster...)},
+		`fleet: invalid state: shards[0] ("cluster"): a Redis Cluster shard with DB 1 (a cluster has DB 0 only)`: {
+			Epoch: 1, Step: Stable, Shards: []Shard{{Name: "cluster", Addr: "10.0.0.1:7000", DB: 1, Cluster: true}}},
+		`fleet: invalid state: shards[0] ("cluster"): an empty seed address in "10.0.0.1:7000,"`: {
+			Epoch: 1, Step: Stable, Shards: []Shard{{Name: "cluster", Addr: "10.0.0.1:7000,", Cluster: true}}},
+		`fleet: invalid state: step "preparing" from a Redis Cluster shard ("cluster"): keys never leave a cluster`: {
+			Epoch: 5, Step: Preparing, Change: "c", Shards: cluster, Target: listT},
+	} {
+		if err := st.Validate(); !errors.Is(err, ErrInvalidState) || err.Error() != want {
+			t.Errorf("Validate() = %v, want %s", err, want)
+		}
+	}
+}
+
+// A fleet moves into a Redis Cluster by the steps of any resharding, and
+// is not resharded out of it.
+func TestReshardIntoCluster(t *testing.T) {
+	ctx := context.Background()
+	store := &MemStore{}
+	if _, err := store.Swap(ctx, 0, State{Epoch: 1, Step: Stable, Shards: listL}); err != nil {
+		t.Fatal(err)
+	}
+	cluster := []Shard{{Name: "cluster", Addr: "10.0.0.1:7000,10.0.0.2:7000", Cluster: true}}
+	b := &recorder{}
+	st, err := Reshard(ctx, store, b, cluster, DriverOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Epoch != 4 || st.Step != Stable || !slices.Equal(st.Shards, cluster) {
+		t.Errorf("final state %+v", st)
+	}
+	want := []string{"apply 2 preparing", "dropstale 2", "fence 2 at 3", "apply 3 moving", "migrate 3", "apply 4 stable"}
+	if got := b.take(); !slices.Equal(got, want) {
+		t.Errorf("calls %q, want %q", got, want)
+	}
+	_, err = Reshard(ctx, store, b, listT, DriverOptions{})
+	const msg = `fleet: Reshard: fleet: invalid state: step "preparing" from a Redis Cluster shard ("cluster"): keys never leave a cluster`
+	if !errors.Is(err, ErrInvalidState) || err.Error() != msg {
+		t.Errorf("Reshard out of the cluster: %v, want %s", err, msg)
+	}
+	if st, _, _ := store.Load(ctx); st.Epoch != 4 || !slices.Equal(st.Shards, cluster) || len(b.take()) != 0 {
+		t.Errorf("after the refusal: %+v", st)
+	}
+}

@@ -30,12 +30,36 @@ const (
 // it: what places keys (Name, Weight) and what a process connects to (Addr,
 // DB). Credentials and client options are never stored: each process has
 // them in code.
+//
+// A shard with Cluster set is a Redis Cluster: Addr is then the seed
+// addresses of its nodes, "host:port" separated by commas (Seeds), and DB
+// is 0. A list with a cluster shard has no other shard: a fleet moves
+// into a Redis Cluster whole (a resharding whose Target is the cluster
+// alone), and never out of one (see the package documentation, "The move
+// into a Redis Cluster").
 type Shard struct {
-	Name   string `json:"name"`
-	Addr   string `json:"addr"`
-	DB     int    `json:"db,omitempty"`
-	Weight int    `json:"weight,omitempty"` // 0 means 1
+	Name    string `json:"name"`
+	Addr    string `json:"addr"`
+	DB      int    `json:"db,omitempty"`
+	Weight  int    `json:"weight,omitempty"` // 0 means 1
+	Cluster bool   `json:"cluster,omitempty"`
 }
+
+// Seeds returns the seed addresses of a cluster shard (Addr split at
+// commas, spaces trimmed), or nil for another shard.
+func (sh Shard) Seeds() []string {
+	if !sh.Cluster {
+		return nil
+	}
+	seeds := strings.Split(sh.Addr, ",")
+	for i := range seeds {
+		seeds[i] = strings.TrimSpace(seeds[i])
+	}
+	return seeds
+}
+
+// IsCluster reports whether list is one Redis Cluster shard.
+func IsCluster(list []Shard) bool { return len(list) == 1 && list[0].Cluster }
 
 // State is the fleet's one record in the coordination store: the shard
 // list in force and, during a resharding, the list it moves to.
@@ -71,7 +95,9 @@ var ErrInvalidState = errors.New("fleet: invalid state")
 // Validate checks that st is a state a store may hold: a known step, a
 // non-empty Shards list (and Target outside Stable) of named shards with
 // an address, weights >= 0, no name twice; a Change exactly outside
-// Stable. The error matches ErrInvalidState and names the bad value.
+// Stable; a cluster shard (Shard.Cluster) alone in its list, with seeds
+// and DB 0, and Shards a cluster only when Stable (keys never leave a
+// cluster). The error matches ErrInvalidState and names the bad value.
 func (st State) Validate() error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: %s", ErrInvalidState, fmt.Sprintf(format, args...))
@@ -97,6 +123,9 @@ func (st State) Validate() error {
 	if err := checkList("shards", st.Shards); err != nil {
 		return bad("%v", err)
 	}
+	if st.Step != Stable && IsCluster(st.Shards) {
+		return bad("step %q from a Redis Cluster shard (%q): keys never leave a cluster", st.Step, st.Shards[0].Name)
+	}
 	return nil
 }
 
@@ -114,6 +143,12 @@ func checkList(field string, shards []Shard) error {
 			return fmt.Errorf("%s[%d] (%q): weight %d < 0", field, i, sh.Name, sh.Weight)
 		case sh.DB < 0:
 			return fmt.Errorf("%s[%d] (%q): DB %d < 0", field, i, sh.Name, sh.DB)
+		case sh.Cluster && len(shards) > 1:
+			return fmt.Errorf("%s[%d] (%q): a Redis Cluster shard in a list of %d shards (a cluster is the whole list)", field, i, sh.Name, len(shards))
+		case sh.Cluster && sh.DB != 0:
+			return fmt.Errorf("%s[%d] (%q): a Redis Cluster shard with DB %d (a cluster has DB 0 only)", field, i, sh.Name, sh.DB)
+		case sh.Cluster && slices.Contains(sh.Seeds(), ""):
+			return fmt.Errorf("%s[%d] (%q): an empty seed address in %q", field, i, sh.Name, sh.Addr)
 		}
 		if j := slices.IndexFunc(shards[:i], func(o Shard) bool { return o.Name == sh.Name }); j >= 0 {
 			return fmt.Errorf("%s[%d] and [%d]: duplicate name %q", field, j, i, sh.Name)

@@ -14,8 +14,8 @@ import (
 // script: it marks the keys on their old owner and reads them), "restore",
 // "del" (the finish script: it deletes them from their old owner), "abort"
 // (the same script taking marks back), "settle"; any other command is its
-// own name. keys are the keys it moves (for another command, its first
-// argument after the name, if any).
+// own name. keys are the keys it moves, the protocol's own left out (for
+// another command, its first argument after the name, if any).
 func moveStep(cmd goredis.Cmder) (step string, keys []string) {
 	args := cmd.Args()
 	if cmd.Name() != "eval" || len(args) < 3 {
@@ -26,7 +26,9 @@ func moveStep(cmd goredis.Cmder) (step string, keys []string) {
 	}
 	n, _ := strconv.Atoi(fmt.Sprint(args[2]))
 	for _, k := range args[3:min(3+n, len(args))] {
-		keys = append(keys, fmt.Sprint(k))
+		if k := fmt.Sprint(k); !strings.HasPrefix(k, "__shardedcache:") { // not the restore's token records
+			keys = append(keys, k)
+		}
 	}
 	switch script := fmt.Sprint(args[1]); {
 	case strings.Contains(script, "'DUMP'"):

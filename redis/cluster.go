@@ -193,7 +193,7 @@ func (f *forward) ProcessHook(goredis.ProcessHook) goredis.ProcessHook {
 		if err := f.check(cmd); err != nil {
 			return err
 		}
-		if cmd.Name() == "restore" && f.wait > 0 {
+		if f.wait > 0 && waitsForReplicas(cmd) {
 			return f.restore(ctx, []goredis.Cmder{cmd})
 		}
 		err := f.cc.Process(ctx, cmd)
@@ -232,7 +232,7 @@ func (f *forward) ProcessPipelineHook(goredis.ProcessPipelineHook) goredis.Proce
 				cmd.SetErr(err)
 				continue
 			}
-			if cmd.Name() == "restore" {
+			if waitsForReplicas(cmd) {
 				restores++
 			}
 			send = append(send, cmd)
@@ -277,18 +277,37 @@ func (f *forward) check(cmd goredis.Cmder) error {
 	return s.err(info.Name)
 }
 
-// restore runs RESTORE commands on the masters of their keys' slots, each
-// master's in one pipeline ended by WAIT f.wait, so that WAIT counts the
-// replicas that acknowledged those RESTOREs; a RESTORE whose master got
-// fewer acknowledgements fails with a *ReplicationError (the key is on the
-// master, and a move keeps its old copy: see moveBatch). A RESTORE sent to
-// a master that no longer serves the slot fails with its MOVED reply, and
-// the cluster's layout is reloaded for the next try.
+// waitsForReplicas reports whether cmd is one that a cluster shard with
+// WaitReplicas follows with WAIT (see forward.restore): a RESTORE, or a
+// move's restoring or settling script (a settled "restored" finishes the
+// move: its record must be on the replicas too).
+func waitsForReplicas(cmd goredis.Cmder) bool {
+	args := cmd.Args()
+	switch cmd.Name() {
+	case "restore":
+		return true
+	case "eval":
+		script, _ := args[1].(string)
+		return script == restoreScript || script == settleScript
+	}
+	return false
+}
+
+// restore runs commands that write what a move needs (waitsForReplicas)
+// on the masters of their keys' slots, each master's in one pipeline
+// ended by WAIT f.wait, so that WAIT counts the replicas that acknowledged
+// those writes; a command whose master got fewer acknowledgements fails
+// with a *ReplicationError (the key is on the master, and a move keeps its
+// old copy: the move stays unsettled until the token's record is on the
+// replicas, or a failover lost it and settling revokes it). A command sent
+// to a master that no longer serves the slot fails with its MOVED reply,
+// and the cluster's layout is reloaded for the next try.
 func (f *forward) restore(ctx context.Context, cmds []goredis.Cmder) error {
 	byMaster := map[*goredis.Client][]goredis.Cmder{}
 	for _, cmd := range cmds {
-		key, _ := commands.Arg(cmd.Args()[1])
-		master, err := f.cc.MasterForKey(ctx, key)
+		var s slotSet
+		_, _ = s.addCmd(cmd) // checked (forward.check)
+		master, err := f.cc.MasterForKey(ctx, s.firstKey)
 		if err != nil {
 			cmd.SetErr(f.nodeErr(ctx, cmd, err))
 			continue
@@ -478,11 +497,17 @@ func Slot(key string) int {
 // new shard list is one shard, the Redis Cluster of cs: every key's new
 // owner is the cluster. Before the window opens, every key the cluster's
 // masters hold is removed (SCAN and UNLINK on each master: a copy there is
-// stale, since no key is the cluster's yet). In the window a key moves to
-// its slot's master (DUMP and PTTL on its shard, RESTORE on the cluster,
-// then DEL) before any command uses it, and a Migration moves the rest;
-// once it has run to the end, the client sends every command to the
-// cluster. It returns the errors of BeginResharding (a cluster it cannot
+// stale, since no key is the cluster's yet; the protocol's own keys,
+// "__shardedcache:...", stay). In the window a key moves to its slot's
+// master before any command uses it, and a Migration moves the rest, by
+// the moves of a fleet (package fleet, "The move into a Redis Cluster":
+// marked and read on its shard, restored on the slot's master with that
+// slot's token records, then deleted from its shard); once the migration
+// has run to the end, the client sends every command to the cluster. It
+// is the move of a fleet of one process: processes that share the shards
+// move together with JoinFleet and fleet.Reshard instead (each one's own
+// BeginClusterMove would remove, as stale, the keys another already moved
+// there). It returns the errors of BeginResharding (a cluster it cannot
 // reach: a *shardedclient.ShardError naming the cluster shard).
 func (c *ShardedClient) BeginClusterMove(cs ClusterShard) error {
 	return c.BeginResharding([]ShardOptions{{Name: "cluster", Cluster: &cs}})

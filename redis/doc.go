@@ -202,4 +202,27 @@
 // shard a Sentinel-managed group. SetShards changes the shard list at run
 // time; BeginResharding, NewMigration and Migration.Run move keys to a new
 // shard list without a cold cache.
+//
+// # A fleet that moves into Redis Cluster
+//
+// Processes that share the shards join one fleet (JoinFleet) and move
+// into a Redis Cluster together: one of them (or the command-line tool)
+// drives the move with fleet.Reshard and this client's FleetBackend, the
+// target being the cluster alone,
+//
+//	target := []fleet.Shard{{Name: "cluster", Addr: "10.0.0.1:7000,10.0.0.2:7000", Cluster: true}}
+//	_, err := fleet.Reshard(ctx, store, rdb.FleetBackend(redis.MigrateOptions{}), target, fleet.DriverOptions{})
+//
+// and every member follows its steps (package fleet, "The move into a
+// Redis Cluster"): the cluster is emptied of stale copies and the old
+// servers fenced; each key moves off its old server before its first
+// command, by the fleet's atomic move, whose restoring script runs on the
+// master of the key's hash slot with that slot's token records; a
+// migration moves the rest; then every command goes to the cluster. The
+// cluster client of each process takes ShardedOptions.Options (username,
+// password, TLS, timeouts, pool) for its nodes, as the fleet's store holds
+// no credentials. No acknowledged write is lost and no read is stale,
+// whichever processes crash or pause; the cluster must hold no other data,
+// migrate no slot and fail no master over while the move runs. One process
+// alone (BeginClusterMove) runs the same moves without a store or fence.
 package redis

@@ -122,9 +122,10 @@ func connEpoch(name string) (uint64, bool) {
 // it with no lost write (see package fleet for the protocol and its
 // guarantees).
 //
-// A fleet's shards are plain servers (Addr and DB; not Sentinel or Redis
-// Cluster shards), placed by c's preset; their go-redis options are c's
-// shared options (ShardedOptions.Options), since the store holds no
+// A fleet's shards are plain servers (Addr and DB; not Sentinel shards),
+// placed by c's preset, or a Redis Cluster as the fleet's whole list (the
+// move into a cluster, see fleet.Shard.Cluster); their go-redis options are
+// c's shared options (ShardedOptions.Options), since the store holds no
 // credentials. A member names its connections "shardedcache-fleet:<epoch>:
 // <member>" (ClientName is overridden) and checks, when one is set up,
 // that the server accepts its epoch: one EVAL per new connection, nothing
@@ -171,12 +172,17 @@ func (c *ShardedClient) enableFleet() {
 }
 
 // fleetList returns c's shard list as a fleet's, or an error naming a
-// shard that a fleet cannot hold (a Sentinel or Redis Cluster shard).
+// shard that a fleet cannot hold (a Sentinel shard, a Unix socket). A
+// Redis Cluster shard is held with its seeds (fleet.Shard.Cluster).
 func (c *ShardedClient) fleetList() ([]fleet.Shard, error) {
 	var out []fleet.Shard
 	for i, sh := range c.shards.AllShards() {
+		if cc := clusterClient(sh.Client); cc != nil {
+			out = append(out, fleet.Shard{Name: sh.Name, Addr: strings.Join(cc.Options().Addrs, ","), Weight: sh.Weight, Cluster: true})
+			continue
+		}
 		o := sh.Client.Options()
-		if strings.HasPrefix(sh.Addr, "sentinel:") || strings.HasPrefix(sh.Addr, "cluster:") || o.Network == "unix" {
+		if strings.HasPrefix(sh.Addr, "sentinel:") || o.Network == "unix" {
 			return nil, fmt.Errorf("shardedcache: shard %d (%q, %s): a fleet's shards are servers reached by host:port", i, sh.Name, sh.Addr)
 		}
 		out = append(out, fleet.Shard{Name: sh.Name, Addr: o.Addr, DB: o.DB, Weight: sh.Weight})
@@ -194,7 +200,7 @@ type fleetBackend struct {
 // of any shard of list.
 func (b fleetBackend) Floor(ctx context.Context, list []fleet.Shard) (uint64, error) {
 	var floor uint64
-	err := b.c.onAdmin(list, func(_ fleet.Shard, client *goredis.Client) error {
+	err := b.c.onAdmin(serverShards(list), func(_ fleet.Shard, client *goredis.Client) error {
 		vals, err := client.HMGet(ctx, fenceKey, "epoch", "moved").Result()
 		for _, v := range vals {
 			if s, ok := v.(string); ok {
@@ -211,6 +217,9 @@ func (b fleetBackend) Floor(ctx context.Context, list []fleet.Shard) (uint64, er
 // ("127.0.0.1:6379/0" for "localhost:6379"), as serverKey does for a
 // shard; its address as written when it does not resolve.
 func fleetServer(sh fleet.Shard) string {
+	if sh.Cluster {
+		return "cluster:" + strings.Join(slices.Sorted(slices.Values(sh.Seeds())), ",")
+	}
 	addr := sh.Addr
 	if srv, ok := resolveServer(addr); ok {
 		addr = srv
@@ -332,6 +341,10 @@ func (c *ShardedClient) fleetSwitch(st fleet.State, list []fleet.Shard, relabel 
 		}
 		labels[shardKey(sh)] = label
 		opts[i] = ShardOptions{Name: sh.Name, Addr: sh.Addr, Weight: sh.Weight, Options: &goredis.Options{DB: sh.DB, ClientName: label}}
+		if sh.Cluster {
+			// Never a source: no fence, no epoch in its connections' names.
+			opts[i] = ShardOptions{Name: sh.Name, Weight: sh.Weight, Cluster: &ClusterShard{Options: &goredis.ClusterOptions{Addrs: sh.Seeds()}}}
+		}
 	}
 	if endWindow {
 		if err := c.shards.EndWindow(true); err != nil {
@@ -406,6 +419,23 @@ func (c *ShardedClient) adminClient(sh fleet.Shard) *goredis.Client {
 	return goredis.NewClient(&o)
 }
 
+// adminCluster returns a cluster client of sh, a Redis Cluster shard, with
+// c's shared options, outside the fleet.
+func (c *ShardedClient) adminCluster(sh fleet.Shard) *goredis.ClusterClient {
+	o := goredis.ClusterOptions{Addrs: sh.Seeds()}
+	if c.build.shared != nil {
+		inherit(&o, c.build.shared)
+	}
+	o.ClientName, o.OnConnect = "", nil
+	return goredis.NewClusterClient(&o)
+}
+
+// serverShards returns the shards of list that are servers, not Redis
+// Cluster shards.
+func serverShards(list []fleet.Shard) []fleet.Shard {
+	return slices.DeleteFunc(slices.Clone(list), func(sh fleet.Shard) bool { return sh.Cluster })
+}
+
 // onAdmin runs fn on an admin client of each shard of list, in order, and
 // closes them; the first error, naming the shard, stops it.
 func (c *ShardedClient) onAdmin(list []fleet.Shard, fn func(fleet.Shard, *goredis.Client) error) error {
@@ -422,7 +452,8 @@ func (c *ShardedClient) onAdmin(list []fleet.Shard, fn func(fleet.Shard, *goredi
 
 // dropStaleScript unlinks KEYS[2..] unless the server is marked moved for
 // the resharding of Moving epoch ARGV[1] or a later one (KEYS[1] is the
-// fence): then it does nothing and returns -1.
+// fence: the server's, or on a Redis Cluster the one of the keys' hash
+// slot): then it does nothing and returns -1.
 const dropStaleScript = `
 if tonumber(redis.call('HGET', KEYS[1], 'moved') or '0') >= tonumber(ARGV[1]) then return -1 end
 local n = 0
@@ -432,9 +463,28 @@ return n`
 // DropStale implements fleet.Backend: it scans every shard of st.Target
 // and unlinks the keys that the shard gains in the resharding and did
 // not hold as their owner before (owners compared by server and DB), in
-// batches that the server refuses once Fence marked it moved.
+// batches that the server refuses once Fence marked it moved. A Redis
+// Cluster target gains every key: each of its masters is scanned, and
+// every key but the fleet's own goes, in batches of one hash slot that
+// the slot's fence refuses once Fence marked it moved.
 func (b fleetBackend) DropStale(ctx context.Context, st fleet.State) error {
 	c := b.c
+	m := st.MovingEpoch()
+	if fleet.IsCluster(st.Target) {
+		sh := st.Target[0]
+		cc := c.adminCluster(sh)
+		defer cc.Close()
+		err := cc.ForEachMaster(ctx, func(ctx context.Context, master *goredis.Client) error {
+			return scanAll(ctx, master, func(keys []string) error {
+				keys = slices.DeleteFunc(keys, isInternal)
+				return dropStaleOn(ctx, master, keys, func(k string) string { return slotKey(fenceKey, Slot(k)) }, m)
+			})
+		})
+		if err != nil {
+			return fmt.Errorf("shard %q (Redis Cluster %s): %w", sh.Name, sh.Addr, err)
+		}
+		return nil
+	}
 	fromRing, toRing, err := c.fleetRings(st)
 	if err != nil {
 		return err
@@ -445,22 +495,39 @@ func (b fleetBackend) DropStale(ctx context.Context, st fleet.State) error {
 	return c.onAdmin(st.Target, func(sh fleet.Shard, client *goredis.Client) error {
 		me := fleetServer(sh)
 		return scanAll(ctx, client, func(keys []string) error {
-			stale := []string{fenceKey}
-			for _, k := range keys {
-				if !isInternal(k) && to(k) == me && from(k) != me {
-					stale = append(stale, k)
-				}
-			}
-			if len(stale) == 1 {
-				return nil
-			}
-			n, err := client.Eval(ctx, dropStaleScript, stale, st.MovingEpoch()).Int()
-			if err == nil && n < 0 {
-				err = errors.New("the server is already marked moved for this resharding or a later one: removing stale copies now would remove moved keys")
-			}
-			return err
+			keys = slices.DeleteFunc(keys, func(k string) bool { return isInternal(k) || to(k) != me || from(k) == me })
+			return dropStaleOn(ctx, client, keys, func(string) string { return fenceKey }, m)
 		})
 	})
+}
+
+// dropStaleOn unlinks keys from server by dropStaleScript, for Moving
+// epoch m: one script per fence (fence(key) names a key's), in one
+// pipeline. A fence that refuses fails it.
+func dropStaleOn(ctx context.Context, server *goredis.Client, keys []string, fence func(string) string, m uint64) error {
+	byFence := map[string][]string{}
+	for _, k := range keys {
+		byFence[fence(k)] = append(byFence[fence(k)], k)
+	}
+	if len(byFence) == 0 {
+		return nil
+	}
+	pipe := server.Pipeline()
+	cmds := make([]*goredis.Cmd, 0, len(byFence))
+	for f, ks := range byFence {
+		cmds = append(cmds, pipe.Eval(ctx, dropStaleScript, append([]string{f}, ks...), m))
+	}
+	_, _ = pipe.Exec(ctx)
+	for _, cmd := range cmds {
+		n, err := cmd.Int()
+		if err == nil && n < 0 {
+			err = errors.New("the server is already marked moved for this resharding or a later one: removing stale copies now would remove moved keys")
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // servers returns the function that gives a key's owner's fleetServer in
@@ -500,8 +567,9 @@ return 1`
 // that loses keys), in this order, it raises the fence of its DB to
 // st.MovingEpoch(), closes the fleet's connections to that DB named with
 // an older epoch (CLIENT LIST, CLIENT KILL ID), and marks the DB moved for
-// the Moving epoch; it marks every other shard of both lists moved. Both
-// marks are only ever raised.
+// the Moving epoch; it marks every other shard of both lists moved, and a
+// Redis Cluster target each of its hash slots (the fence of each slot,
+// see DropStale). Both marks are only ever raised.
 func (b fleetBackend) Fence(ctx context.Context, st fleet.State) error {
 	c := b.c
 	sources, err := c.fleetSources(st)
@@ -509,8 +577,13 @@ func (b fleetBackend) Fence(ctx context.Context, st fleet.State) error {
 		return err
 	}
 	m := st.MovingEpoch()
+	if fleet.IsCluster(st.Target) {
+		if err := c.markSlotsMoved(ctx, st.Target[0], m); err != nil {
+			return err
+		}
+	}
 	var all []fleet.Shard // every server and DB of both lists, once
-	for _, sh := range append(slices.Clone(st.Shards), st.Target...) {
+	for _, sh := range serverShards(append(slices.Clone(st.Shards), st.Target...)) {
 		if !slices.ContainsFunc(all, func(o fleet.Shard) bool { return fleetServer(o) == fleetServer(sh) }) {
 			all = append(all, sh)
 		}
@@ -529,6 +602,27 @@ func (b fleetBackend) Fence(ctx context.Context, st fleet.State) error {
 		}
 		return nil
 	})
+}
+
+// markSlotsMoved marks every hash slot of sh, a Redis Cluster shard, moved
+// for Moving epoch m (raiseScript on each slot's fence, in one pipeline
+// that the cluster client splits by master).
+func (c *ShardedClient) markSlotsMoved(ctx context.Context, sh fleet.Shard, m uint64) error {
+	cc := c.adminCluster(sh)
+	defer cc.Close()
+	cmds, err := cc.Pipelined(ctx, func(p goredis.Pipeliner) error {
+		for slot := range slotCount {
+			p.Eval(ctx, raiseScript, []string{slotKey(fenceKey, slot)}, "moved", m)
+		}
+		return nil
+	})
+	if err == nil {
+		err = firstErr(cmds)
+	}
+	if err != nil {
+		return fmt.Errorf("shard %q (Redis Cluster %s): marking its hash slots moved: %w", sh.Name, sh.Addr, err)
+	}
+	return nil
 }
 
 // killOlder closes the fleet's connections to DB db of client's server

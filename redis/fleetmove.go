@@ -64,18 +64,22 @@ for i, k in ipairs(KEYS) do
 end
 return out`
 
-// restoreScript, on a destination: unless token ARGV[1] was revoked, it
-// restores each key from ARGV[2i] with the absolute expiry ARGV[2i+1] in
-// Unix ms (-1: none), replacing a stale copy, records the token as
-// restored, and returns "ok"; else "revoked".
+// restoreScript, on a destination: unless token ARGV[1] was revoked (in
+// the record KEYS[2]), it restores each key KEYS[i], i >= 3, from
+// ARGV[2(i-2)] with the absolute expiry ARGV[2(i-2)+1] in Unix ms (-1:
+// none), replacing a stale copy, records the token as restored (in the
+// record KEYS[1]), and returns "ok"; else "revoked". The records are the
+// destination's (see records): on a Redis Cluster, those of the keys' one
+// hash slot.
 const restoreScript = `
-if redis.call('HEXISTS', '` + revokedKey + `', ARGV[1]) == 1 then return 'revoked' end
-for i, k in ipairs(KEYS) do
-  local at = tonumber(ARGV[2*i+1])
+if redis.call('HEXISTS', KEYS[2], ARGV[1]) == 1 then return 'revoked' end
+for i = 3, #KEYS do
+  local j = i - 2
+  local at = tonumber(ARGV[2*j+1])
   if at < 0 then at = 0 end
-  redis.call('RESTORE', k, at, ARGV[2*i], 'ABSTTL', 'REPLACE')
+  redis.call('RESTORE', KEYS[i], at, ARGV[2*j], 'ABSTTL', 'REPLACE')
 end
-redis.call('HSET', '` + restoredKey + `', ARGV[1], 1)
+redis.call('HSET', KEYS[1], ARGV[1], 1)
 return 'ok'`
 
 // finishScript, on a source: each key still marked with token ARGV[1]
@@ -93,40 +97,78 @@ end
 return n`
 
 // settleScript, on a destination: "restored" if token ARGV[1] was
-// restored there, else it revokes the token (a RESTORE of it that arrives
-// later does nothing) and returns "revoked".
+// restored there (the record KEYS[1]), else it revokes the token (in the
+// record KEYS[2]: a RESTORE of it that arrives later does nothing) and
+// returns "revoked".
 const settleScript = `
-if redis.call('HEXISTS', '` + restoredKey + `', ARGV[1]) == 1 then return 'restored' end
-redis.call('HSET', '` + revokedKey + `', ARGV[1], 1)
+if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then return 'restored' end
+redis.call('HSET', KEYS[2], ARGV[1], 1)
 return 'revoked'`
 
 // cleanupScript, once no move of a resharding is left unsettled: the
-// restored tokens go. The revoked tokens stay (one field per move whose reply was lost):
-// such a RESTORE may arrive at any time, and only the revocation stops it
-// (no clock bounds it; fleet/model_test.go's control "revoked tokens
-// expire" shows the write it would lose).
+// restored tokens go (the record KEYS[1]). The revoked tokens stay (one
+// field per move whose reply was lost): such a RESTORE may arrive at any
+// time, and only the revocation stops it (no clock bounds it;
+// fleet/model_test.go's control "revoked tokens expire" shows the write it
+// would lose).
 const cleanupScript = `
-redis.call('DEL', '` + restoredKey + `')
+redis.call('DEL', KEYS[1])
 return 1`
 
-// cleanUp runs cleanupScript on every shard of v but Redis Cluster ones
-// (they hold none of it), in parallel.
+// cleanUp runs cleanupScript on every shard of v, in parallel: on a Redis
+// Cluster shard, once for each hash slot's record (16384 scripts in one
+// pipeline, which the cluster client splits by master).
 func cleanUp(ctx context.Context, v *view) error {
-	cmds := make([]*goredis.Cmd, v.Len())
-	groups := make([][]goredis.Cmder, v.Len())
+	cmds := make([][]goredis.Cmder, v.Len())
 	for i := range v.Len() {
 		if clusterClient(v.Client(i)) == nil {
-			cmds[i] = evalCmd(ctx, cleanupScript, nil)
-			groups[i] = []goredis.Cmder{cmds[i]}
+			cmds[i] = []goredis.Cmder{evalCmd(ctx, cleanupScript, []string{restoredKey})}
+			continue
+		}
+		for slot := range slotCount {
+			cmds[i] = append(cmds[i], evalCmd(ctx, cleanupScript, []string{slotKey(restoredKey, slot)}))
 		}
 	}
-	execGroups(ctx, v, groups)
-	for _, cmd := range cmds {
-		if cmd != nil && cmd.Err() != nil {
-			return fmt.Errorf("cleaning up the resharding's state: %w", cmd.Err()) // names the shard (execGroups)
+	execGroups(ctx, v, cmds)
+	for _, group := range cmds {
+		if err := firstErr(group); err != nil {
+			return fmt.Errorf("cleaning up the resharding's state: %w", err) // names the shard (execGroups)
 		}
 	}
 	return nil
+}
+
+// slotCount is the number of Redis Cluster hash slots.
+const slotCount = 16384
+
+// slotTags holds, for each hash slot, a short hash tag in that slot.
+var slotTags = sync.OnceValue(func() *[slotCount]string {
+	var tags [slotCount]string
+	for n, left := uint64(0), slotCount; left > 0; n++ {
+		tag := strconv.FormatUint(n, 36)
+		if s := Slot(tag); tags[s] == "" {
+			tags[s] = tag
+			left--
+		}
+	}
+	return &tags
+})
+
+// slotKey returns base with a hash tag that puts it in Redis Cluster hash
+// slot slot (0..16383): base + "{" + tag + "}". base has no braces.
+func slotKey(base string, slot int) string { return base + "{" + slotTags()[slot] + "}" }
+
+// records returns the names of the token records of a move of key to
+// destination to (see restoreScript): restoredKey and revokedKey, and
+// slot -1; on a Redis Cluster destination, their copies in key's hash slot
+// (slotKey), and that slot, since a script runs on the one master of its
+// keys' slot.
+func records(v *view, to int, key string) (slot int, restored, revoked string) {
+	if clusterClient(v.Client(to)) == nil {
+		return -1, restoredKey, revokedKey
+	}
+	slot = Slot(key)
+	return slot, slotKey(restoredKey, slot), slotKey(revokedKey, slot)
 }
 
 // fleetSettleAfter is how old a move's mark must be before a command or
@@ -369,7 +411,10 @@ func (f *fleetMoves) try(ctx context.Context, v *view, keys []shardcore.MovingKe
 		dump string
 		at   int64
 	}
-	byDest := map[int][]dumped{}
+	// A destination's keys go in one script; a Redis Cluster's, in one
+	// script per hash slot, with that slot's records.
+	type dest struct{ to, slot int }
+	byDest := map[dest][]dumped{}
 	unmark := map[int][]shardcore.MovingKey{}
 	defer func() { _ = f.finish(ctx, v, token, unmark, "abort") }() // its keys have failed already
 	for from, ks := range bySource {
@@ -401,50 +446,57 @@ func (f *fleetMoves) try(ctx context.Context, v *view, keys []shardcore.MovingKe
 			case state == "dump" && len(r) == 3:
 				dump, _ := r[1].(string)
 				at, _ := r[2].(int64)
-				byDest[k.To] = append(byDest[k.To], dumped{k, dump, at})
+				slot, _, _ := records(v, k.To, k.Key)
+				byDest[dest{k.To, slot}] = append(byDest[dest{k.To, slot}], dumped{k, dump, at})
 			default:
 				fail(k, fmt.Errorf("mark script: unexpected reply %v", r))
 			}
 		}
 	}
-	// 2. Restore, one script per destination.
-	restores := make(map[int]*goredis.Cmd, len(byDest))
+	// 2. Restore, one script per destination (and hash slot).
+	restores := make(map[dest]*goredis.Cmd, len(byDest))
 	groups = make([][]goredis.Cmder, v.Len())
-	for to, ds := range byDest {
-		names := make([]string, len(ds))
+	for d, ds := range byDest {
+		_, restored, revoked := records(v, d.to, ds[0].k.Key)
+		names := make([]string, 0, 2+len(ds))
+		names = append(names, restored, revoked)
 		args := make([]any, 0, 1+2*len(ds))
 		args = append(args, token)
-		for i, d := range ds {
-			names[i] = d.k.Key
-			args = append(args, d.dump, d.at)
+		for _, dd := range ds {
+			names = append(names, dd.k.Key)
+			args = append(args, dd.dump, dd.at)
 		}
-		restores[to] = evalCmd(ctx, restoreScript, names, args...)
-		groups[to] = []goredis.Cmder{restores[to]}
+		restores[d] = evalCmd(ctx, restoreScript, names, args...)
+		groups[d.to] = append(groups[d.to], restores[d])
 	}
 	execGroups(ctx, v, groups)
 	// 3. Finish (or abort) on the sources.
 	finish := map[int][]shardcore.MovingKey{}
 	abort := map[int][]shardcore.MovingKey{}
 	var refused []*KeyMoveError // aborted: the destination refused the RESTORE
-	for to, ds := range byDest {
+	for d, ds := range byDest {
 		ks := make([]shardcore.MovingKey, len(ds))
-		for i, d := range ds {
-			ks[i] = d.k
+		for i, dd := range ds {
+			ks[i] = dd.k
 		}
-		outcome, err := restores[to].Text()
+		outcome, err := restores[d].Text()
 		restoreErr := err
 		if err != nil {
 			// No answer (the RESTORE may still run), or a refusal (the
 			// script may have restored some keys before it failed):
 			// settle the token now if the destination answers; else the
 			// marks stay until a later move settles them.
-			outcome, err = settle(ctx, v, to, token)
+			outcome, err = settle(ctx, v, d.to, ks[0].Key, token)
 		}
 		switch {
 		case err != nil:
-			err = restoreErr // the RESTORE's failure, naming the shard (execGroups); the settling's was no better
-			if dead != nil && !isReplyError(err) && !isContextErr(err) {
-				dead.Store(v.ID(to), err)
+			// The RESTORE's failure, naming the shard (execGroups); the
+			// settling's was no better. A replica behind is no dead
+			// destination: the master answers.
+			err = restoreErr
+			var re *ReplicationError
+			if dead != nil && !isReplyError(err) && !isContextErr(err) && !errors.As(err, &re) {
+				dead.Store(v.ID(d.to), err)
 			}
 			for _, k := range ks {
 				fail(k, fmt.Errorf("restoring on the new owner (the move stays unsettled until it answers): %w", err))
@@ -514,10 +566,11 @@ func (f *fleetMoves) finish(ctx context.Context, v *view, token string, bySource
 func (f *fleetMoves) settleBusy(ctx context.Context, v *view, busy []busyKey, counts *moveCounts) []shardcore.MovingKey {
 	again := make([]shardcore.MovingKey, 0, len(busy))
 	// A token's outcome is its destination's: one attempt's token goes to
-	// every destination of its keys, and each restores or revokes it alone.
+	// every destination of its keys (every hash slot of a Redis Cluster's),
+	// and each restores or revokes it alone.
 	type tokenAt struct {
-		token string
-		to    int
+		token    string
+		to, slot int
 	}
 	settled := map[tokenAt]string{}
 	for _, b := range busy {
@@ -525,15 +578,17 @@ func (f *fleetMoves) settleBusy(ctx context.Context, v *view, busy []busyKey, co
 			again = append(again, b.key)
 			continue
 		}
-		outcome, ok := settled[tokenAt{b.token, b.key.To}]
+		slot, _, _ := records(v, b.key.To, b.key.Key)
+		at := tokenAt{b.token, b.key.To, slot}
+		outcome, ok := settled[at]
 		if !ok {
 			var err error
-			if outcome, err = settle(ctx, v, b.key.To, b.token); err != nil {
+			if outcome, err = settle(ctx, v, b.key.To, b.key.Key, b.token); err != nil {
 				counts.failed = append(counts.failed, &KeyMoveError{Key: b.key.Key, From: v.Label(b.key.From), To: v.Label(b.key.To),
 					Err: fmt.Errorf("settling an earlier move of the key (it stays unsettled until the new owner answers): %w", v.Err(b.key.To, err))})
 				continue
 			}
-			settled[tokenAt{b.token, b.key.To}] = outcome
+			settled[at] = outcome
 		}
 		mode := "abort"
 		if outcome == "restored" {
@@ -553,10 +608,12 @@ func (f *fleetMoves) settleBusy(ctx context.Context, v *view, busy []busyKey, co
 	return again
 }
 
-// settle asks destination to, once it answers, settle token: "restored"
-// (the move is done there) or "revoked" (it never will be).
-func settle(ctx context.Context, v *view, to int, token string) (string, error) {
-	return v.Client(to).Eval(ctx, settleScript, nil, token).Text()
+// settle asks destination to, once it answers, settle token for key (by
+// its records, see records): "restored" (the move is done there) or
+// "revoked" (it never will be).
+func settle(ctx context.Context, v *view, to int, key, token string) (string, error) {
+	_, restored, revoked := records(v, to, key)
+	return v.Client(to).Eval(ctx, settleScript, []string{restored, revoked}, token).Text()
 }
 
 func evalCmd(ctx context.Context, script string, keys []string, args ...any) *goredis.Cmd {

@@ -133,10 +133,10 @@ func TestRedisotelTracingPerShard(t *testing.T) {
 	}
 	set(kd)
 	// The key moves first (marked and read on its old owner, restored on
-	// d, deleted from the old owner: package fleet's move), then the SET
-	// runs on d.
+	// d with d's token records, deleted from the old owner: package
+	// fleet's move), then the SET runs on d.
 	old := owner[kd]
-	want := []string{old + ": eval: eval finish " + kd, old + ": eval: eval mark " + kd, "d: eval: eval restore " + kd, "d: set: set " + kd + " v"}
+	want := []string{old + ": eval: eval finish " + kd, old + ": eval: eval mark " + kd, "d: eval: eval restore __shardedcache:restored __shardedcache:revoked " + kd, "d: set: set " + kd + " v"}
 	slices.Sort(want)
 	check("SET on d, added by BeginResharding", trace.SpanID{}, want...)
 }

@@ -4,10 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"sync"
-	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
@@ -282,23 +280,9 @@ func (c *ShardedClient) moveKeys(ctx context.Context, v *view, keys []shardcore.
 // has ended moves nothing: its keys fail with ErrNoResharding.
 func (c *ShardedClient) moveOn(ctx context.Context, v *view, keys []shardcore.MovingKey, dead *sync.Map) moveCounts {
 	if mv := c.fleet.moves.Load(); mv != nil && mv.prev == v.Previous() {
-		// Keys into a Redis Cluster shard (BeginClusterMove) move by
-		// moveBatch: the protocol's scripts would cross its slots.
-		var toCluster []shardcore.MovingKey
-		keys = slices.DeleteFunc(slices.Clone(keys), func(k shardcore.MovingKey) bool {
-			if clusterClient(v.Client(k.To)) != nil {
-				toCluster = append(toCluster, k)
-				return true
-			}
-			return false
-		})
-		counts := mv.move(ctx, v, keys, dead)
-		if len(toCluster) > 0 {
-			cc := moveBatch(ctx, v, toCluster)
-			counts.moved, counts.onOwner, counts.gone = counts.moved+cc.moved, counts.onOwner+cc.onOwner, counts.gone+cc.gone
-			counts.failed = append(counts.failed, cc.failed...)
-		}
-		return counts
+		// Into a Redis Cluster shard too: its restoring scripts go to the
+		// master of their keys' slot, with that slot's records.
+		return mv.move(ctx, v, keys, dead)
 	}
 	var counts moveCounts
 	for _, k := range keys {
@@ -327,84 +311,6 @@ func (c *ShardedClient) beginWindow(change string, moving uint64, also func(*vie
 			return nil
 		})
 	}
-}
-
-// moveBatch moves keys from their old owner to their new one, a Redis
-// Cluster shard (see moveOn), three round
-// trips for any number of keys: DUMP and PTTL on the old owners, RESTORE
-// (never REPLACE: see BeginResharding) on the new ones, one DEL on each old
-// owner of the keys that the new owner now holds. One key's failure does not
-// stop the others. The caller holds the keys' locks.
-func moveBatch(ctx context.Context, v *view, keys []shardcore.MovingKey) moveCounts {
-	var counts moveCounts
-	fail := func(k shardcore.MovingKey, err error) {
-		counts.failed = append(counts.failed, &KeyMoveError{Key: k.Key, From: v.Label(k.From), To: v.Label(k.To), Err: err})
-	}
-	dumps := make([]*goredis.StringCmd, len(keys))
-	ttls := make([]*goredis.DurationCmd, len(keys))
-	groups := make([][]goredis.Cmder, v.Len())
-	for i, k := range keys {
-		dumps[i] = goredis.NewStringCmd(ctx, "dump", k.Key)
-		ttls[i] = goredis.NewDurationCmd(ctx, time.Millisecond, "pttl", k.Key)
-		groups[k.From] = append(groups[k.From], dumps[i], ttls[i])
-	}
-	execGroups(ctx, v, groups)
-	restores := make([]*goredis.StatusCmd, len(keys))
-	groups = make([][]goredis.Cmder, v.Len())
-	for i, k := range keys {
-		switch err := dumps[i].Err(); {
-		case err == goredis.Nil:
-			counts.gone++
-			continue
-		case err != nil:
-			fail(k, dumpErr(err))
-			continue
-		case ttls[i].Err() != nil:
-			fail(k, ttls[i].Err())
-			continue
-		}
-		ttl := ttls[i].Val()
-		switch {
-		case ttl == -2: // expired since the DUMP
-			counts.gone++
-			continue
-		case ttl < 0:
-			ttl = 0
-		case ttl < time.Millisecond:
-			ttl = time.Millisecond // about to expire: keep it expiring
-		}
-		restores[i] = goredis.NewStatusCmd(ctx, "restore", k.Key, ttl.Milliseconds(), dumps[i].Val())
-		groups[k.To] = append(groups[k.To], restores[i])
-	}
-	execGroups(ctx, v, groups)
-	// The keys whose new owner now holds them leave their old owner.
-	var deleting []int
-	for i, k := range keys {
-		if restores[i] == nil {
-			continue
-		}
-		switch err := restores[i].Err(); {
-		case err == nil, strings.HasPrefix(err.Error(), "BUSYKEY"):
-			deleting = append(deleting, i)
-		default:
-			fail(k, err)
-		}
-	}
-	dels := delOld(ctx, v, keys, deleting)
-	for _, i := range deleting {
-		k := keys[i]
-		switch {
-		case dels[k.From].Err() != nil:
-			// On both shards now: the next move of the key finds BUSYKEY
-			// and deletes the old copy.
-			fail(k, fmt.Errorf("deleting the old copy: %w", dels[k.From].Err()))
-		case restores[i].Err() == nil:
-			counts.moved++
-		default:
-			counts.onOwner++
-		}
-	}
-	return counts
 }
 
 // delOld deletes keys[i], for each i of which, from its old owner: one DEL

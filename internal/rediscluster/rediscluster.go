@@ -173,6 +173,21 @@ func (n *Node) Kill() {
 	n.cmd = nil
 }
 
+// Pause stops n's process (SIGSTOP) until Continue: it keeps its
+// connections open and answers nothing, as a hung server does.
+func (n *Node) Pause() {
+	if n.cmd != nil {
+		_ = n.cmd.Process.Signal(syscall.SIGSTOP)
+	}
+}
+
+// Continue resumes n's process after Pause (SIGCONT).
+func (n *Node) Continue() {
+	if n.cmd != nil {
+		_ = n.cmd.Process.Signal(syscall.SIGCONT)
+	}
+}
+
 // Alive reports whether n's process runs.
 func (n *Node) Alive() bool { return n.cmd != nil }
 
