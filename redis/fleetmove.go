@@ -214,17 +214,26 @@ type undrainedOwner struct {
 	drained bool
 }
 
-// undrainedOwner returns the record of shard to of v as undrained, made
-// if need be, with keys[i] (whose expiry is expiry[i]) added to it.
+// undrainedOwner records shard to of v as undrained, with keys[i] (whose
+// expiry is expiry[i]) added to its record: the current one, or a new one
+// when the current one has drained already (its fixes are applied).
 func (f *fleetMoves) undrainedOwner(v *view, to int, keys []shardcore.MovingKey, expiry []int64) {
-	val, _ := f.undrained.LoadOrStore(v.ID(to), &undrainedOwner{client: v.Client(to), expiry: map[string]int64{}})
-	u := val.(*undrainedOwner)
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	for i, k := range keys {
-		if expiry[i] > 0 {
-			u.expiry[k.Key] = expiry[i]
+	for {
+		val, _ := f.undrained.LoadOrStore(v.ID(to), &undrainedOwner{client: v.Client(to), expiry: map[string]int64{}})
+		u := val.(*undrainedOwner)
+		u.mu.Lock()
+		if u.drained {
+			u.mu.Unlock()
+			f.undrained.CompareAndDelete(v.ID(to), u)
+			continue
 		}
+		for i, k := range keys {
+			if expiry[i] > 0 {
+				u.expiry[k.Key] = expiry[i]
+			}
+		}
+		u.mu.Unlock()
+		return
 	}
 }
 
