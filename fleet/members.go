@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -191,4 +192,87 @@ func (s *syncTime) Store(t time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.t = t
+}
+
+// Unfenced is implemented by a Backend whose servers cannot refuse a
+// process that is behind the fleet's state (memcached: no scripts, no
+// CLIENT KILL, so no fence). For such a backend:
+//
+//   - every member registers in the store under a lease
+//     (MemberOptions.LeaseTTL) and reports each epoch it applied, after
+//     Apply returned;
+//   - the driver starts the work of a Preparing or Moving step (and so
+//     stores the next step) only once every registered member has
+//     reported that step's epoch or later, or its lease has run out;
+//   - the member hands its lease to the backend (UseLease), which refuses
+//     every command with a *LeaseExpiredError from the instant the lease
+//     is no longer surely valid (MemberLease.ValidUntil) until the member
+//     has registered again, applied the store's state and reported it.
+//
+// See the package documentation for what this promises and under which
+// assumption.
+type Unfenced interface {
+	Backend
+	// UseLease gives the backend the member's lease, member its ID; nil
+	// takes it away (a backend with no lease refuses nothing, as outside
+	// a fleet).
+	UseLease(member string, lease MemberLease)
+}
+
+// ErrLeaseExpired is matched (errors.Is) by a *LeaseExpiredError.
+var ErrLeaseExpired = errors.New("fleet: this member's lease has run out")
+
+// LeaseExpiredError is the error of a command refused by an Unfenced
+// backend because its member's lease is not surely valid: the fleet may
+// have gone through steps this process has not applied. Nothing was sent.
+// The member registers again and applies the store's state by itself;
+// retry the command after that (Member.Err tells why it has not yet).
+type LeaseExpiredError struct {
+	Member     string
+	ValidUntil time.Time // the lease's end; zero: lost, or registered again and not yet reported
+}
+
+func (e *LeaseExpiredError) Error() string {
+	if e.ValidUntil.IsZero() {
+		return fmt.Sprintf("fleet: member %s: the lease is lost; commands wait until it registers again and applies the fleet's state", e.Member)
+	}
+	return fmt.Sprintf("fleet: member %s: the lease ran out %v ago; commands wait until it renews and applies the fleet's state", e.Member, time.Since(e.ValidUntil).Round(time.Millisecond))
+}
+
+// Is makes errors.Is(err, ErrLeaseExpired) true.
+func (e *LeaseExpiredError) Is(target error) bool { return target == ErrLeaseExpired }
+
+// LeaseGate is what an Unfenced backend keeps of its member's lease: UseLease
+// sets it, and Check, called before every command, refuses once the lease
+// is not surely valid. The zero value holds no lease and refuses nothing.
+// It is safe for concurrent use.
+type LeaseGate struct {
+	held atomic.Pointer[heldLease]
+}
+
+type heldLease struct {
+	member string
+	lease  MemberLease
+}
+
+// Set holds lease (nil: none) of member.
+func (g *LeaseGate) Set(member string, lease MemberLease) {
+	if lease == nil {
+		g.held.Store(nil)
+		return
+	}
+	g.held.Store(&heldLease{member, lease})
+}
+
+// Check returns nil when no lease is held or the held one is valid now,
+// else a *LeaseExpiredError. It costs one clock read and one ValidUntil.
+func (g *LeaseGate) Check() error {
+	h := g.held.Load()
+	if h == nil {
+		return nil
+	}
+	if until := h.lease.ValidUntil(); !time.Now().Before(until) {
+		return &LeaseExpiredError{Member: h.member, ValidUntil: until}
+	}
+	return nil
 }
