@@ -512,7 +512,8 @@ func check(t *testing.T, b fleetBackend, dir string, servers []*server, target [
 		if !slices.ContainsFunc(allowed(rd.Key, rd.Start, rd.End), func(v *string) bool { return same(v, rd.Val) }) {
 			stale++
 			if stale <= 10 {
-				t.Logf("stale read of %s: got %v at [%d, %d]; allowed %v", rd.Key, deref(rd.Val), rd.Start, rd.End, derefs(allowed(rd.Key, rd.Start, rd.End)))
+				t.Logf("stale read of %s: got %v at [%d, %d]; allowed %v; its writes: %s", rd.Key, deref(rd.Val), rd.Start, rd.End,
+					derefs(allowed(rd.Key, rd.Start, rd.End)), writes(ops[rd.Key], rd.End))
 			}
 		}
 	}
@@ -535,6 +536,18 @@ func check(t *testing.T, b fleetBackend, dir string, servers []*server, target [
 		t.Error("no operations logged")
 	}
 	return counts{lost, stale, stray}
+}
+
+// writes describes the writes of ws that started before end, the last
+// five, relative to end (ms).
+func writes(ws []op, end int64) string {
+	var out []string
+	for _, w := range ws {
+		if w.Start < end {
+			out = append(out, fmt.Sprintf("%s %s [%.1f, %.1f] ok=%v %s", w.Op, deref(w.Val), float64(w.Start-end)/1e6, float64(w.End-end)/1e6, w.OK, w.Err))
+		}
+	}
+	return strings.Join(out[max(0, len(out)-5):], "; ")
 }
 
 func deref(v *string) string {
