@@ -46,6 +46,9 @@ type fleetBackend interface {
 	// memcache tombstone). The backend's own keys are left out; left-over
 	// protocol state fails t.
 	content(t *testing.T, addr string) map[string]*string
+	// hangs reports whether a run hangs the new shard's server during the
+	// resumed migration.
+	hangs() bool
 }
 
 // fleetClient is a worker's client.
@@ -108,6 +111,8 @@ func startServer(t *testing.T, bin string, args func(port string) []string, read
 type redisBackend struct{}
 
 func (redisBackend) name() string { return "redis" }
+
+func (redisBackend) hangs() bool { return true }
 
 func (redisBackend) start(t *testing.T) *server {
 	return startServer(t, "redis-server", func(port string) []string {
@@ -204,6 +209,15 @@ const (
 )
 
 func (memcacheBackend) name() string { return "memcache" }
+
+// hangs is false for memcached: a write that a worker stopped waiting for
+// on a hung server (its timeout) runs when the server wakes up, possibly
+// after the worker's next write of the same key, sent on a new connection
+// (memcached orders nothing across connections): a stale value with or
+// without a resharding, which no client of memcached can prevent (seen:
+// one stale read in six seeds, from exactly that). The Redis run keeps
+// this chaos.
+func (memcacheBackend) hangs() bool { return false }
 
 func (memcacheBackend) start(t *testing.T) *server {
 	return startServer(t, "memcached", func(port string) []string {
