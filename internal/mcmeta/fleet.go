@@ -15,7 +15,7 @@ import (
 
 // Add stores it (Key, Value, Flags, Expiration) only if the server holds
 // no item of its key ("ms <key> <size> F<flags> T<exptime> ME c"). It
-// returns stored false when the server holds one (NS), else the stored
+// returns stored false when the server holds one ("NS", with flags), else the stored
 // item's CAS token. A refusal of the value (too large) is a *ServerError.
 func (c *Conn) Add(ctx context.Context, it Item) (stored bool, cas uint64, err error) {
 	if !c.meta {
@@ -35,7 +35,7 @@ func (c *Conn) Add(ctx context.Context, it Item) (stored bool, cas uint64, err e
 			return err
 		case line == "HD" || strings.HasPrefix(line, "HD "):
 			stored, cas = true, replyCAS(line)
-		case line == "NS":
+		case line == "NS" || strings.HasPrefix(line, "NS "):
 		default:
 			return &ServerError{Line: line}
 		}
@@ -56,14 +56,16 @@ func (c *Conn) DeleteIf(ctx context.Context, key string, cas uint64) (string, er
 	}
 	var outcome string
 	err := c.exchange(ctx, func() { fmt.Fprintf(c.w, "md %s C%d\r\n", key, cas) }, func() error {
-		switch line, err := c.line(); {
-		case err != nil:
+		line, err := c.line()
+		if err != nil {
 			return err
-		case line == "HD":
+		}
+		switch code, _, _ := strings.Cut(line, " "); code { // a code may come with flags
+		case "HD":
 			outcome = "deleted"
-		case line == "EX":
+		case "EX":
 			outcome = "changed"
-		case line == "NF":
+		case "NF":
 			outcome = "absent"
 		default:
 			return &ServerError{Line: line}
