@@ -4,57 +4,30 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"os"
-	"os/exec"
 	"slices"
-	"strconv"
 	"testing"
 	"time"
 
-	"github.com/shardedcache/shardedcache/internal/serverproc"
+	"github.com/shardedcache/shardedcache/internal/memcachedtest"
 )
 
-// realMemcached starts a memcached on a free port, killed when t ends, and
-// returns a meta connection to it. Without the binary it skips t (fails
-// under CI=true).
+// realMemcached starts a memcached (see memcachedtest.Start) and returns a
+// meta connection to it, closed when t ends.
 func realMemcached(t *testing.T) *Conn {
 	t.Helper()
-	bin, err := exec.LookPath("memcached")
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("memcached not found (%v); CI=true requires it", err)
-		}
-		t.Skipf("memcached not found (%v)", err)
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := net.ResolveTCPAddr("tcp", memcachedtest.Start(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := l.Addr()
-	l.Close()
-	args := []string{"-l", "127.0.0.1", "-p", strconv.Itoa(addr.(*net.TCPAddr).Port), "-U", "0"}
-	if os.Geteuid() == 0 {
-		args = append(args, "-u", "root")
-	}
-	cmd := serverproc.Command(bin, args...)
-	if err := cmd.Start(); err != nil {
+	c, err := Dial(context.Background(), nil, addr, 2*time.Second)
+	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	for i := 0; ; i++ {
-		c, err := Dial(context.Background(), nil, addr, 2*time.Second)
-		if err == nil {
-			t.Cleanup(func() { c.Close() })
-			if !c.Meta() {
-				t.Skip("memcached without meta commands (before 1.6.10)")
-			}
-			return c
-		}
-		if i == 100 {
-			t.Fatalf("memcached on %s did not start: %v", addr, err)
-		}
-		time.Sleep(20 * time.Millisecond)
+	t.Cleanup(func() { c.Close() })
+	if !c.Meta() {
+		t.Skip("memcached without meta commands (before 1.6.10)")
 	}
+	return c
 }
 
 // Add stores only over nothing and returns the stored item's token;
