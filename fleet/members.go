@@ -234,9 +234,9 @@ type LeaseExpiredError struct {
 
 func (e *LeaseExpiredError) Error() string {
 	if e.ValidUntil.IsZero() {
-		return fmt.Sprintf("fleet: member %s: the lease is lost; commands wait until it registers again and applies the fleet's state", e.Member)
+		return fmt.Sprintf("fleet: member %s: the lease is lost; commands fail until it has registered again and applied the fleet's state", e.Member)
 	}
-	return fmt.Sprintf("fleet: member %s: the lease ran out %v ago; commands wait until it renews and applies the fleet's state", e.Member, time.Since(e.ValidUntil).Round(time.Millisecond))
+	return fmt.Sprintf("fleet: member %s: the lease ran out %v ago; commands fail until it has registered again and applied the fleet's state", e.Member, time.Since(e.ValidUntil).Round(time.Millisecond))
 }
 
 // Is makes errors.Is(err, ErrLeaseExpired) true.

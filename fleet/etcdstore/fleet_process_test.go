@@ -418,6 +418,7 @@ func check(t *testing.T, b fleetBackend, dir string, servers []*server, target [
 	var reads []op
 	files, _ := filepath.Glob(filepath.Join(dir, "w*.log"))
 	var total, failed int
+	causes := map[string]int{} // the failures' errors, without addresses and keys
 	for _, name := range files {
 		f, err := os.Open(name)
 		if err != nil {
@@ -437,6 +438,7 @@ func check(t *testing.T, b fleetBackend, dir string, servers []*server, target [
 					reads = append(reads, o)
 				} else {
 					failed++
+					causes[cause(o.Err)]++
 				}
 			case o.End == 0:
 				open[o.Key] = len(ops[o.Key])
@@ -445,6 +447,7 @@ func check(t *testing.T, b fleetBackend, dir string, servers []*server, target [
 				total++
 				if !o.OK {
 					failed++
+					causes[cause(o.Err)]++
 				}
 				ops[o.Key][open[o.Key]] = o
 			}
@@ -532,12 +535,22 @@ func check(t *testing.T, b fleetBackend, dir string, servers []*server, target [
 			}
 		}
 	}
+	t.Logf("failures by cause: %v", causes)
 	t.Logf("%d operations (%d failed or unknown), %d reads checked, %d keys: %d lost or resurrected, %d stale reads, %d stray copies",
 		total, failed, len(reads), len(ops), lost, stale, stray)
 	if total == 0 || len(reads) == 0 {
 		t.Error("no operations logged")
 	}
 	return counts{lost, stale, stray}
+}
+
+// cause is err without what varies between failures of one kind: its
+// text up to the first address or quoted key, at most 80 bytes.
+func cause(err string) string {
+	if i := strings.IndexAny(err, "\"("); i >= 0 {
+		err = err[:i]
+	}
+	return err[:min(len(err), 80)]
 }
 
 // writes describes the writes of ws that started before end, the last

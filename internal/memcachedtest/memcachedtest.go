@@ -54,4 +54,3 @@ func Start(t testing.TB) string {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
-
