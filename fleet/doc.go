@@ -196,7 +196,7 @@
 //   - A move whose process died between its add and its delete leaves the
 //     same value on both servers: the next use of the key, or the
 //     migration, finds it on the destination and deletes the source's.
-////   - The driver: steps are stored by compare-and-swap, as above; the
+//   - The driver: steps are stored by compare-and-swap, as above; the
 //     driver's server work (removing stale copies, the migration's
 //     moves) runs under a context that ends when its lock's lease is
 //     lost, so a driver that paused past that lease sends nothing more,
