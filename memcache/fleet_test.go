@@ -184,3 +184,113 @@ func TestFleetReshardInProcess(t *testing.T) {
 		t.Errorf("members after Close: %v", got)
 	}
 }
+
+// heldMigration is a driver's backend whose migration waits for release,
+// so that a test acts while the fleet is in Moving.
+type heldMigration struct {
+	fleet.Unfenced
+	release chan struct{}
+}
+
+func (h heldMigration) Migrate(ctx context.Context, st fleet.State, p func(fleet.Progress)) error {
+	<-h.release
+	return h.Unfenced.Migrate(ctx, st, p)
+}
+
+// TestFleetLateAddLoses: a move in another process that read a key's old
+// owner and adds the value to the new owner late (after a delete or a
+// write of the key there) changes nothing: the delete's tombstone and the
+// write's value hold the key, and the add stores only over nothing.
+func TestFleetLateAddLoses(t *testing.T) {
+	list := []fleet.Shard{{Name: "a", Addr: memcachedtest.Start(t)}}
+	target := append(list[:1:1], fleet.Shard{Name: "b", Addr: memcachedtest.Start(t)})
+	ctx := context.Background()
+	store := &fleet.MemStore{}
+	c := fleetClient(t, list)
+	m, err := c.JoinFleet(ctx, store, fleet.MemberOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	nodes := []ring.Node{{Name: "a", Addr: target[0].Addr}, {Name: "b", Addr: target[1].Addr}}
+	r, err := ring.New(nodes, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var moving []string // keys that move from a to b
+	for i := 0; len(moving) < 2; i++ {
+		if k := fmt.Sprintf("k%d", i); r.Locate(k) == 1 {
+			moving = append(moving, k)
+		}
+	}
+	deleted, rewritten := moving[0], moving[1]
+	for _, k := range moving {
+		if err := c.Set(&gomemcache.Item{Key: k, Value: []byte("old"), Flags: 3}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hold := heldMigration{fleetClient(t, target).FleetBackend().(fleet.Unfenced), make(chan struct{})}
+	done := make(chan error, 1)
+	go func() {
+		_, err := fleet.Reshard(ctx, store, hold, target, fleet.DriverOptions{})
+		done <- err
+	}()
+	if err := m.WaitEpoch(ctx, 3); err != nil { // Moving
+		t.Fatal(err)
+	}
+	// The late mover reads both keys on the old owner now...
+	dial := func(addr string) *mcmeta.Conn {
+		a, err := net.ResolveTCPAddr("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conn, err := mcmeta.Dial(ctx, nil, a, 2*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		return conn
+	}
+	src, dst := dial(list[0].Addr), dial(target[1].Addr)
+	read, err := src.Get(ctx, moving)
+	if err != nil || len(read) != 2 {
+		t.Fatalf("the late mover's read: %+v, %v", read, err)
+	}
+	// ...this process deletes one and rewrites the other...
+	if err := c.Delete(deleted); err != nil {
+		t.Fatalf("Delete(%s) of a value in Moving: %v", deleted, err)
+	}
+	if err := c.Set(&gomemcache.Item{Key: rewritten, Value: []byte("new"), Flags: 4}); err != nil {
+		t.Fatal(err)
+	}
+	// ...and the late mover's adds come.
+	for _, it := range read {
+		if stored, _, err := dst.Add(ctx, mcmeta.Item{Key: it.Key, Value: it.Value, Flags: it.Flags}); err != nil || stored {
+			t.Errorf("the late add of %s = stored %v, %v; want not stored", it.Key, stored, err)
+		}
+		if outcome, err := src.DeleteIf(ctx, it.Key, it.CAS); err != nil || outcome != "absent" {
+			t.Errorf("the late mover's delete of %s on the old owner = %q, %v; want absent (moved by this process)", it.Key, outcome, err)
+		}
+	}
+	wantState := func(when string) {
+		t.Helper()
+		if it, err := c.Get(deleted); !errors.Is(err, gomemcache.ErrCacheMiss) {
+			t.Errorf("%s: Get(%s) = %+v, %v; want a miss", when, deleted, it, err)
+		}
+		if it, err := c.Get(rewritten); err != nil || string(it.Value) != "new" || it.Flags != 4 {
+			t.Errorf("%s: Get(%s) = %+v, %v; want new, flags 4", when, rewritten, it, err)
+		}
+		if items, err := c.GetMulti(moving); err != nil || len(items) != 1 || string(items[rewritten].Value) != "new" {
+			t.Errorf("%s: GetMulti = %v, %v; want only %s", when, items, err, rewritten)
+		}
+	}
+	wantState("in Moving")
+	close(hold.release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if err := m.WaitEpoch(ctx, 4); err != nil {
+		t.Fatal(err)
+	}
+	wantState("after")
+}
