@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"testing"
 	"time"
 
@@ -36,14 +35,11 @@ func fleetClient(t *testing.T, list []fleet.Shard) *memcache.ShardedClient {
 // included, without the client.
 func serverContent(t *testing.T, addr string) map[string]mcmeta.Item {
 	t.Helper()
-	a, err := net.ResolveTCPAddr("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx := context.Background()
 	var conns [2]*mcmeta.Conn
 	for i := range conns {
-		if conns[i], err = mcmeta.Dial(ctx, nil, a, 2*time.Second); err != nil {
+		var err error
+		if conns[i], err = mcmeta.DialTCP(ctx, addr, 2*time.Second); err != nil {
 			t.Fatal(err)
 		}
 		defer conns[i].Close()
@@ -240,11 +236,7 @@ func TestFleetLateAddLoses(t *testing.T) {
 	}
 	// The late mover reads both keys on the old owner now...
 	dial := func(addr string) *mcmeta.Conn {
-		a, err := net.ResolveTCPAddr("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		conn, err := mcmeta.Dial(ctx, nil, a, 2*time.Second)
+		conn, err := mcmeta.DialTCP(ctx, addr, 2*time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -256,16 +256,12 @@ func (memcacheBackend) driver(t *testing.T, target []fleet.Shard) (fleet.Backend
 
 func (memcacheBackend) content(t *testing.T, addr string) map[string]*string {
 	ctx := context.Background()
-	a, err := net.ResolveTCPAddr("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dump, err := mcmeta.Dial(ctx, nil, a, 5*time.Second)
+	dump, err := mcmeta.DialTCP(ctx, addr, 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer dump.Close()
-	get, err := mcmeta.Dial(ctx, nil, a, 5*time.Second)
+	get, err := mcmeta.DialTCP(ctx, addr, 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}

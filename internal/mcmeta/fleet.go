@@ -5,8 +5,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"strings"
+	"time"
 )
 
 // The commands a fleet's moves need (memcached 1.6.10 and later): an add
@@ -141,4 +143,14 @@ func (c *Conn) dumpLine() (string, error) {
 
 func errNoMeta(cmd string) error {
 	return fmt.Errorf("mcmeta: %s needs meta commands (memcached 1.6.10 or later)", cmd)
+}
+
+// DialTCP is Dial to a "host:port" address, resolved first (for tests and
+// tools; a sharded client resolves its shards' addresses itself).
+func DialTCP(ctx context.Context, hostport string, timeout time.Duration) (*Conn, error) {
+	a, err := net.ResolveTCPAddr("tcp", hostport)
+	if err != nil {
+		return nil, err
+	}
+	return Dial(ctx, nil, a, timeout)
 }

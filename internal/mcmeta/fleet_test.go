@@ -3,7 +3,6 @@ package mcmeta
 import (
 	"context"
 	"fmt"
-	"net"
 	"slices"
 	"testing"
 	"time"
@@ -15,11 +14,7 @@ import (
 // meta connection to it, closed when t ends.
 func realMemcached(t *testing.T) *Conn {
 	t.Helper()
-	addr, err := net.ResolveTCPAddr("tcp", memcachedtest.Start(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := Dial(context.Background(), nil, addr, 2*time.Second)
+	c, err := DialTCP(context.Background(), memcachedtest.Start(t), 2*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
