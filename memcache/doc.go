@@ -127,10 +127,12 @@
 // (see TombstoneFlags: that flags-and-value pair is reserved) rather than
 // deleting, so that a move racing with it cannot bring the value back. The
 // driver's migration lists the old owners' keys (lru_crawler metadump).
-// Get, GetAndTouch and GetMulti read a tombstone as a miss, and Set and
-// Delete treat it as nothing; the other calls see it as an item for its
-// TombstoneTTL seconds (Add fails with ErrNotStored, Replace, Append and
-// Touch succeed on it, Increment fails on its value).
+// Get, GetAndTouch and GetMulti read a tombstone as a miss and Set
+// overwrites it; a Delete during the change reports memcache.ErrCacheMiss
+// for it, one after the change removes it and returns nil. The other
+// calls see it as an item for its TombstoneTTL seconds (Add fails with
+// ErrNotStored; Replace, Append and Touch succeed on it; Increment fails
+// on its value).
 // Beyond a change, memcached's own limits stay: an evicted value is a
 // miss, and a write the client stopped waiting for (a hung server) may
 // land after a later write of the same key.
