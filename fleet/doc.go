@@ -109,7 +109,8 @@
 //     step, and every server-side operation it may still have in flight
 //     is one of the atomic steps above, each safe whenever it lands.
 //
-// The epoch-fence makes safety independent of clocks and leases: the
+// With a fenced backend (redis), the epoch-fence makes safety independent
+// of clocks and leases: the
 // coordination store orders the steps and tells the members, and its
 // lease only decides who drives. A member that cannot reach the store
 // keeps serving with the state it has; if a resharding fences it, its
@@ -157,6 +158,110 @@
 // since no migration can scan keys out of one. The cluster keeps the
 // protocol's records: the 16384 slots' fence records, and the revoked
 // moves' records (one per slot that had one).
+//
+// # Without fences: memcache (Unfenced backends)
+//
+// memcached has no scripts and no CLIENT KILL: a server cannot refuse a
+// process that is behind, so the fence above does not exist. A backend
+// whose servers cannot fence implements Unfenced, and the fleet protects
+// it with member leases and compare-and-set moves instead (package
+// memcache; its meta commands have an add that stores only over nothing
+// and a delete that compares a CAS token):
+//
+//   - Every member registers in the store under a lease (Store.Register,
+//     MemberOptions.LeaseTTL) and reports each epoch it applied, after
+//     Apply returned; Apply returns only once the process's commands
+//     routed by the previous step have ended.
+//   - The driver starts the work of Preparing and of Moving (and so stores
+//     the next step) only once every member the store lists has reported
+//     the step's epoch; a member whose lease expired in the store is no
+//     longer listed.
+//   - A member refuses every command, with a *LeaseExpiredError and
+//     nothing sent, from the instant its lease is not surely valid
+//     (MemberLease.ValidUntil: the start of the last renewal the store
+//     confirmed plus the TTL, earlier than the store's own expiry) until
+//     it has registered again, applied the store's state and reported it.
+//     Every command, not only those of moving keys: a member cut off from
+//     the store cannot know what a change it missed moves.
+//
+// The steps, for such a backend:
+//
+//	step            moving keys                                   other keys  the driver, once every member reported the step
+//	--------------  --------------------------------------------  ----------  ----------------------------------------------
+//	Stable(L)       on their source                               by L        -
+//	Preparing       nothing sent: a command waits for Moving      by L (= T)  removes stale copies from the shards that gain
+//	                (at most a bound, then a typed error)                     keys
+//	Moving          moved first, then on their destination; a     by T        migration: lists the sources, moves every
+//	                delete stores a tombstone there                           moving key, then waits until every move begun
+//	                                                                          before its end has landed
+//	Stable(T)       on their destination                          by T        -
+//
+// A move of a key (each step one command on one server): read the
+// destination; if it holds the key (a value or a tombstone), the
+// destination is the truth, and a copy left on the source is deleted.
+// Else read the source's item (value, flags, TTL, CAS token); a miss
+// means the key is on neither server, or already on the destination.
+// Else, within a bound of that read (memcache.MoveWindow) and with a
+// valid lease, add the item to the destination (stored only over
+// nothing: a newer write or tombstone there wins), then delete the
+// source's copy if its CAS token is unchanged.
+//
+// Why every pair of adjacent steps is safe:
+//
+//   - Stable(L) and Preparing: a Preparing member sends nothing for a
+//     moving key; the other keys have one owner in both lists. Nothing
+//     writes a moving key on its destination, so removing stale copies
+//     there removes only leftovers.
+//   - Preparing and Moving: Moving is stored only once no live member
+//     routes by L (each reported Preparing, or its lease ran out and it
+//     refuses every command). From then on nothing writes a source: a
+//     Moving member writes a key on its destination after moving it, and
+//     a Preparing one sends nothing. So a source's copy, while there, is
+//     the truth unless the destination holds the key, which only a move
+//     (of the source's value) or a later write put there: reads ask the
+//     destination first, and an add never overwrites.
+//   - A delete racing with a move: a move that read the source before the
+//     delete would bring the value back with its add. So a delete of a
+//     moving key in Moving stores a tombstone on the destination
+//     (memcache.TombstoneTTL) instead of deleting: the late add finds the
+//     key taken. A tombstone reads as a miss and expires after longer
+//     than a move may take.
+//   - Moving and Stable(T): Stable(T) is stored once a pass of the
+//     migration over every source found no moving key, plus the time for
+//     every move begun before to land (an add is sent within MoveWindow of
+//     its read). A key that has left its source never comes back there,
+//     so both steps find the truth on the destination, and a plain delete
+//     in Stable(T) races with no move.
+//   - A move whose process died between its add and its delete leaves the
+//     same value on both servers: the next use of the key, or the
+//     migration, finds it on the destination and deletes the source's.
+//   - The driver: steps are stored by compare-and-swap, as above; the
+//     driver's server work (removing stale copies, the migration's
+//     moves) runs under a context that ends when its lock's lease is
+//     lost, so a driver that paused past that lease sends nothing more,
+//     under the same assumption as the members' commands below.
+//
+// What is promised, and the assumption: no lost acknowledged write, no
+// resurrected delete, no stale read after an acknowledged write, and no
+// copy left behind (tombstones aside, which expire), for processes that
+// start mid-change, crash, or pause past their lease — provided that no
+// process pauses between its lease check and its command reaching
+// memcached for longer than the rest of its lease (at least two thirds of
+// the TTL while renewals succeed), and that clocks run at the same rate
+// within that margin. A lease system without fencing tokens cannot do
+// better: memcached accepts whatever reaches it. Two more limits, of
+// memcached itself: a value evicted from its destination is a miss (a
+// cache's normal outcome), and a write the client stopped waiting for (a
+// hung server) may land after a later write of the same key sent on
+// another connection, in or out of a change.
+//
+// The price of no fence: outside a change a command costs one clock read
+// and a lease check, no round trip; but a member that cannot renew its
+// lease (the store unreachable for LeaseTTL) stops serving until it can,
+// where a fenced fleet keeps serving outside a change. Inside a change, a
+// moving key's first use in a process costs up to four round trips (the
+// move), and a delete of a moving key two; moving keys wait during
+// Preparing.
 //
 // # Stores
 //

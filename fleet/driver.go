@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -37,9 +38,12 @@ func (e *ChangeInProgressError) Error() string {
 // it takes the driver lock, stores Preparing, removes stale copies
 // (Backend.DropStale), fences the sources (Backend.Fence), stores Moving,
 // runs the migration (Backend.Migrate), and stores Stable(target). Every
-// process of the fleet (Join) follows each step; none needs to be waited
-// for, since the servers refuse the connections of a process that is
-// behind (see the package documentation).
+// process of the fleet (Join) follows each step; with a fenced backend
+// none needs to be waited for, since the servers refuse the connections of
+// a process that is behind (see the package documentation). With an
+// Unfenced backend, the work of the Preparing and of the Moving step
+// starts only once every member registered in the store has reported the
+// step's epoch or its lease has run out (Store.Members, every 50 ms).
 //
 // It returns the final state. A resharding to the same target already in
 // progress is resumed; one to another target is a *ChangeInProgressError;
@@ -123,6 +127,11 @@ func drive(ctx context.Context, store Store, backend Backend, target []Shard, op
 		if err := backend.Apply(ctx, st); err != nil {
 			return st, stop(fmt.Errorf("fleet: applying epoch %d (%s): %w", st.Epoch, st.Step, err))
 		}
+		if _, ok := backend.(Unfenced); ok {
+			if err := waitMembers(ctx, store, st.Epoch); err != nil {
+				return st, stop(err)
+			}
+		}
 		switch st.Step {
 		case Preparing:
 			if err := backend.DropStale(ctx, st); err != nil {
@@ -146,6 +155,36 @@ func drive(ctx context.Context, store Store, backend Backend, target []Shard, op
 		return st, stop(fmt.Errorf("fleet: applying epoch %d (%s): %w", st.Epoch, st.Step, err))
 	}
 	return st, nil
+}
+
+// memberPoll is how often waitMembers lists the members.
+const memberPoll = 50 * time.Millisecond
+
+// waitMembers waits until every member registered in store has reported
+// epoch or a later one (a member whose lease ran out is no longer listed),
+// until ctx ends.
+func waitMembers(ctx context.Context, store Store, epoch uint64) error {
+	for {
+		members, err := store.Members(ctx)
+		if err != nil {
+			return fmt.Errorf("fleet: listing the members: %w", err)
+		}
+		var behind []string
+		for id, e := range members {
+			if e < epoch {
+				behind = append(behind, fmt.Sprintf("%s at %d", id, e))
+			}
+		}
+		if len(behind) == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			slices.Sort(behind)
+			return fmt.Errorf("fleet: waiting for the members to apply epoch %d (behind: %s): %w", epoch, strings.Join(behind, ", "), ctx.Err())
+		case <-time.After(memberPoll):
+		}
+	}
 }
 
 func newChangeID() string {

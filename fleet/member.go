@@ -76,6 +76,11 @@ type Member struct {
 	done   chan struct{}
 	// wake is signalled after every applied state (see WaitEpoch).
 	wake chan struct{}
+
+	applyMu sync.Mutex // serializes apply and the lease's renewal
+	// lease is the member's registration (Unfenced backends), nil
+	// otherwise; replaced when it was lost and the member registered again.
+	lease MemberLease
 }
 
 // MemberOptions configure Join.
@@ -91,6 +96,16 @@ type MemberOptions struct {
 	// OnError, when not nil, is called with each failure to apply a
 	// state or to watch the store (the member retries them).
 	OnError func(error)
+	// ID names the member in the store's registrations (Unfenced
+	// backends only; see CheckMemberID); "" means a random one of 16 hex
+	// digits. Each process needs its own.
+	ID string
+	// LeaseTTL is the member's lease (Unfenced backends only): how long a
+	// driver waits for a member that stopped renewing (crashed, paused,
+	// cut off from the store) before it goes on without it, and how long
+	// this process keeps serving when it cannot reach the store. 0
+	// means 5 s.
+	LeaseTTL time.Duration
 }
 
 // ErrNoState is returned by Join when the store holds no state and no
@@ -109,6 +124,31 @@ func Join(ctx context.Context, store Store, backend Backend, opt MemberOptions) 
 	if opt.RetryInterval <= 0 {
 		opt.RetryInterval = 500 * time.Millisecond
 	}
+	if opt.LeaseTTL <= 0 {
+		opt.LeaseTTL = 5 * time.Second
+	}
+	if opt.ID == "" {
+		opt.ID = newChangeID()
+	}
+	// An Unfenced backend's member registers before it reads the state:
+	// a driver that does not list it yet has stored its step before this
+	// Load, which therefore returns that step or a later one.
+	unfenced, _ := backend.(Unfenced)
+	var lease MemberLease
+	if unfenced != nil {
+		var err error
+		if lease, err = store.Register(ctx, opt.ID, opt.LeaseTTL); err != nil {
+			return nil, fmt.Errorf("fleet: Join: registering member %s: %w", opt.ID, err)
+		}
+	}
+	m, err := join(ctx, store, backend, opt, lease)
+	if err != nil && lease != nil {
+		_ = lease.Close(context.WithoutCancel(ctx))
+	}
+	return m, err
+}
+
+func join(ctx context.Context, store Store, backend Backend, opt MemberOptions, lease MemberLease) (*Member, error) {
 	st, rev, err := store.Load(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("fleet: Join: loading the state: %w", err)
@@ -137,12 +177,21 @@ func Join(ctx context.Context, store Store, backend Backend, opt MemberOptions) 
 	if err := backend.Apply(ctx, st); err != nil {
 		return nil, fmt.Errorf("fleet: Join: applying epoch %d (%s): %w", st.Epoch, st.Step, err)
 	}
+	if lease != nil {
+		if err := lease.Report(ctx, st.Epoch); err != nil {
+			return nil, fmt.Errorf("fleet: Join: reporting epoch %d: %w", st.Epoch, err)
+		}
+		backend.(Unfenced).UseLease(opt.ID, lease)
+	}
 	wctx, cancel := context.WithCancel(context.Background())
 	m := &Member{store: store, backend: backend, opt: opt, applied: st, rev: rev, cancel: cancel,
-		done: make(chan struct{}), wake: make(chan struct{})}
+		done: make(chan struct{}), wake: make(chan struct{}), lease: lease}
 	go m.run(wctx)
 	return m, nil
 }
+
+// ID returns the member's ID in the store's registrations (MemberOptions.ID).
+func (m *Member) ID() string { return m.opt.ID }
 
 // State returns the last state the member applied.
 func (m *Member) State() State {
@@ -180,15 +229,32 @@ func (m *Member) WaitEpoch(ctx context.Context, epoch uint64) error {
 }
 
 // Close stops following the store; the backend keeps the last state
-// applied.
+// applied. An Unfenced backend's member also ends its registration, so
+// that drivers no longer wait for it, and takes its lease from the
+// backend, which then refuses nothing (it is no longer a member). The
+// error is the store's failure to end the registration (it then ends
+// when the lease expires).
 func (m *Member) Close() error {
 	m.cancel()
 	<-m.done
-	return nil
+	m.applyMu.Lock()
+	defer m.applyMu.Unlock()
+	if m.lease == nil {
+		return nil
+	}
+	m.backend.(Unfenced).UseLease(m.opt.ID, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), m.opt.LeaseTTL)
+	defer cancel()
+	return m.lease.Close(ctx)
 }
 
 func (m *Member) run(ctx context.Context) {
 	defer close(m.done)
+	if m.lease != nil {
+		var wg sync.WaitGroup
+		defer wg.Wait()
+		wg.Go(func() { m.keepLease(ctx) })
+	}
 	for ctx.Err() == nil {
 		m.mu.Lock()
 		rev := m.rev
@@ -213,14 +279,69 @@ func (m *Member) run(ctx context.Context) {
 	}
 }
 
+// keepLease registers the member again whenever its lease is lost (the
+// store unreachable for the TTL, the process paused): a new lease, then
+// the store's state applied, then reported, and only then handed to the
+// backend, which refuses every command meanwhile. It retries every
+// RetryInterval until ctx ends.
+func (m *Member) keepLease(ctx context.Context) {
+	for {
+		m.applyMu.Lock()
+		lost := m.lease.Lost()
+		m.applyMu.Unlock()
+		select {
+		case <-ctx.Done():
+			return
+		case <-lost:
+		}
+		for !m.renewLease(ctx) {
+			if !m.sleep(ctx) {
+				return
+			}
+		}
+	}
+}
+
+// renewLease registers the member under a new lease, applies the store's
+// state and reports it; false (with OnError called) when a step failed.
+func (m *Member) renewLease(ctx context.Context) bool {
+	lease, err := m.store.Register(ctx, m.opt.ID, m.opt.LeaseTTL)
+	if err != nil {
+		m.fail(fmt.Errorf("fleet: registering member %s again: %w", m.opt.ID, err))
+		return false
+	}
+	m.applyMu.Lock()
+	old := m.lease
+	m.lease = lease
+	m.applyMu.Unlock()
+	_ = old.Close(ctx) // lost already: it stops its renewals
+	st, rev, err := m.store.Load(ctx)
+	if err != nil {
+		m.fail(fmt.Errorf("fleet: loading the state: %w", err))
+		return false
+	}
+	// apply reports the epoch and hands the lease to the backend once the
+	// state is applied, even one already applied.
+	return m.applyLocked(ctx, Update{State: st, Revision: rev}, true)
+}
+
 // apply applies u unless it is not newer than what is applied, retrying a
-// failed Apply every RetryInterval until it succeeds or ctx ends.
+// failed Apply every RetryInterval until it succeeds or ctx ends; then it
+// reports the epoch (Unfenced backends).
 func (m *Member) apply(ctx context.Context, u Update) {
+	m.applyLocked(ctx, u, false)
+}
+
+// applyLocked is apply under applyMu; again also reports a state already
+// applied. It returns whether the state is applied and reported.
+func (m *Member) applyLocked(ctx context.Context, u Update, again bool) bool {
+	m.applyMu.Lock()
+	defer m.applyMu.Unlock()
 	m.mu.Lock()
-	cur := m.applied.Epoch
+	cur := m.applied
 	m.mu.Unlock()
-	if u.State.Epoch <= cur {
-		return
+	if u.State.Epoch <= cur.Epoch {
+		return !again || m.report(ctx, cur.Epoch)
 	}
 	for {
 		err := m.backend.Apply(ctx, u.State)
@@ -229,7 +350,7 @@ func (m *Member) apply(ctx context.Context, u Update) {
 		}
 		m.fail(fmt.Errorf("fleet: applying epoch %d (%s): %w", u.State.Epoch, u.State.Step, err))
 		if !m.sleep(ctx) {
-			return
+			return false
 		}
 	}
 	m.mu.Lock()
@@ -237,6 +358,27 @@ func (m *Member) apply(ctx context.Context, u Update) {
 	close(m.wake)
 	m.wake = make(chan struct{})
 	m.mu.Unlock()
+	return m.report(ctx, u.State.Epoch)
+}
+
+// report stores epoch in the member's registration, retrying every
+// RetryInterval while the store fails and the lease lives, and then hands
+// the lease to the backend; true without a lease. Called under applyMu.
+func (m *Member) report(ctx context.Context, epoch uint64) bool {
+	if m.lease == nil {
+		return true
+	}
+	for {
+		err := m.lease.Report(ctx, epoch)
+		if err == nil {
+			m.backend.(Unfenced).UseLease(m.opt.ID, m.lease)
+			return true
+		}
+		m.fail(fmt.Errorf("fleet: member %s: reporting epoch %d: %w", m.opt.ID, epoch, err))
+		if errors.Is(err, ErrLeaseLost) || !m.sleep(ctx) {
+			return false // keepLease registers again
+		}
+	}
 }
 
 func (m *Member) fail(err error) {

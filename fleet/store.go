@@ -21,15 +21,17 @@ type Update struct {
 }
 
 // Store is the coordination store that the processes of a fleet share: one
-// State record, compare-and-swap on it, a watch of it, and a lock with a
-// lease for the driver of a resharding. It is an interface so that other
+// State record, compare-and-swap on it, a watch of it, a lock with a
+// lease for the driver of a resharding, and the members' registrations
+// under leases (used with Unfenced backends only). It is an interface so that other
 // stores can be added; MemStore serves one process (and tests), and the
 // module github.com/shardedcache/shardedcache/fleet/etcdstore serves a
 // fleet through etcd. A Store is safe for concurrent use.
 //
-// Safety does not rest on the store: the servers fence the processes that
-// are behind (see the package documentation). The store orders the steps
-// and tells the processes of them.
+// With a backend whose servers fence the processes that are behind
+// (redis), safety does not rest on the store: the store orders the steps
+// and tells the processes of them. With an Unfenced backend (memcache),
+// it rests on the members' leases too (see the package documentation).
 type Store interface {
 	// Load returns the stored State and its Revision, or the zero State
 	// and Revision 0 when nothing is stored yet.
@@ -48,6 +50,16 @@ type Store interface {
 	// has it, until ctx ends. The lock is held until Unlock or until the
 	// holder cannot renew its lease for ttl (Lost is then closed).
 	Lock(ctx context.Context, ttl time.Duration) (Lease, error)
+	// Register registers member id (see CheckMemberID; one per process,
+	// unique in the fleet) under a new lease of ttl (> 0; a store may
+	// round it up), with epoch 0 reported, and keeps the lease alive in
+	// the background until the returned lease's Close. Registering an id
+	// again moves it to the new lease. Errors: a bad id or ttl (nothing
+	// is sent), the store's.
+	Register(ctx context.Context, id string, ttl time.Duration) (MemberLease, error)
+	// Members returns the registered members whose lease is alive in the
+	// store, each with the epoch it last reported.
+	Members(ctx context.Context) (map[string]uint64, error)
 }
 
 // Lease is a held driver lock (Store.Lock).
@@ -74,6 +86,7 @@ type MemStore struct {
 	changed  chan struct{} // closed and replaced at every Swap
 	lock     chan struct{} // one slot: the driver lock
 	lockOnce sync.Once
+	members  map[string]*memMember // by member ID
 }
 
 func (m *MemStore) init() {

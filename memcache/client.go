@@ -98,6 +98,7 @@ type ShardedClient struct {
 
 	win       atomic.Pointer[window] // the resharding window (see BeginResharding)
 	reshardMu sync.Mutex             // serializes BeginResharding
+	fleet     fleetState             // its part in a fleet (JoinFleet)
 }
 
 // NewShardedClient builds a ShardedClient with one gomemcache client per

@@ -41,6 +41,9 @@ func (c *ShardedClient) Get(key string) (*memcache.Item, error) {
 func (c *ShardedClient) GetContext(ctx context.Context, key string) (*memcache.Item, error) {
 	return onKey(ctx, c, "Get", key, func(m *memcache.Client, t casIDs) (*memcache.Item, error) {
 		it, err := m.Get(t.key) // t.key, not key: a closure that captures nothing is not allocated
+		if IsTombstone(it) {
+			return nil, memcache.ErrCacheMiss
+		}
 		return t.mark(it), err
 	})
 }
@@ -56,6 +59,9 @@ func (c *ShardedClient) GetAndTouch(key string, expiration int32) (*memcache.Ite
 func (c *ShardedClient) GetAndTouchContext(ctx context.Context, key string, expiration int32) (*memcache.Item, error) {
 	return onKey(ctx, c, "GetAndTouch", key, func(m *memcache.Client, t casIDs) (*memcache.Item, error) {
 		it, err := m.GetAndTouch(key, expiration)
+		if IsTombstone(it) {
+			return nil, memcache.ErrCacheMiss
+		}
 		return t.mark(it), err
 	})
 }
@@ -151,7 +157,13 @@ func (c *ShardedClient) Delete(key string) error {
 // DeleteContext is Delete, failing with ctx.Err() if ctx ends first (see
 // above).
 func (c *ShardedClient) DeleteContext(ctx context.Context, key string) error {
-	return onKeyErr(ctx, c, "Delete", key, func(m *memcache.Client) error { return m.Delete(key) })
+	_, err := onKey(ctx, c, "Delete", key, func(m *memcache.Client, t casIDs) (struct{}, error) {
+		if c.fleet.on.Load() && t.v.Moving() && moving(t.v, key) {
+			return struct{}{}, bury(m, key) // a fleet's moving key: see fleetMove
+		}
+		return struct{}{}, m.Delete(key)
+	})
+	return err
 }
 
 // Touch sets the expiration of key (seconds from now, or a Unix time);
@@ -213,6 +225,9 @@ func (c *ShardedClient) GetMultiContext(ctx context.Context, keys []string) (map
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	if err := c.fleet.check(); err != nil {
+		return nil, err
+	}
 	v, st := c.acquire()
 	var p shardcore.Pending
 	owners := make([]int, len(keys))
@@ -234,13 +249,20 @@ func (c *ShardedClient) GetMultiContext(ctx context.Context, keys []string) (map
 	parts, err := fanOut(ctx, v, "GetMulti", shards, func(j int, m *memcache.Client) (map[string]*memcache.Item, error) {
 		return m.GetMulti(groups[j].Keys)
 	})
-	items := mergeInto(parts)
+	items := dropTombstones(mergeInto(parts))
 	if st != nil || v.HasStandIns() {
 		for k, it := range items {
 			it.CasID = st.casID(v, k, it.CasID)
 		}
 	}
 	return items, err
+}
+
+// dropTombstones removes the tombstones of a fleet (read as misses) from
+// items.
+func dropTombstones(items map[string]*memcache.Item) map[string]*memcache.Item {
+	maps.DeleteFunc(items, func(_ string, it *memcache.Item) bool { return IsTombstone(it) })
+	return items
 }
 
 // mergeInto returns the union of parts (maps of distinct keys that
@@ -316,6 +338,9 @@ func onKey[T any](ctx context.Context, c *ShardedClient, name, key string, op fu
 		return zero, memcache.ErrMalformedKey
 	}
 	if err := ctx.Err(); err != nil {
+		return zero, err
+	}
+	if err := c.fleet.check(); err != nil {
 		return zero, err
 	}
 	k := keyCall[T]{c: c, name: name, key: key, op: op}

@@ -90,6 +90,53 @@
 // list at run time, moving only the keys of the shards added or removed;
 // each call runs on one shard list, old or new, from start to end.
 //
+// # A fleet of processes
+//
+// BeginResharding serves one process. Processes that share the servers
+// reshard as one through package fleet: each joins the fleet's
+// coordination store (JoinFleet; etcd through the module
+// github.com/shardedcache/shardedcache/fleet/etcdstore), and one of them,
+// or the command-line tool, drives the change (fleet.Reshard with
+// FleetBackend). memcached cannot refuse a process that is behind (no
+// scripts, no CLIENT KILL: no fence, unlike the redis backend), so a
+// memcache fleet promises what member leases and memcached's
+// compare-and-set commands give (package fleet, "Without fences", has the
+// steps and the argument):
+//
+//   - no lost acknowledged write, no resurrected delete, no stale read
+//     after an acknowledged write, no copy left on a shard that does not
+//     own the key (tombstones of deleted moving keys aside: they read as
+//     misses and expire after TombstoneTTL seconds), for processes that
+//     join mid-change, crash, or pause past their lease, and for a driver
+//     killed and resumed elsewhere;
+//   - under one assumption: no process pauses between its lease check and
+//     its command reaching memcached for longer than the rest of its lease
+//     (MemberOptions.LeaseTTL; at least two thirds of it while renewals
+//     succeed), with clocks running at the same rate within that margin.
+//
+// What a member does: every call checks the member's lease (a clock read,
+// no round trip) and fails with a *fleet.LeaseExpiredError, sending
+// nothing, once the lease is not surely valid — the store unreachable for
+// the lease's TTL, or the process paused — until the member has registered
+// again and applied the fleet's state. Outside that, a call outside a
+// change costs what it costs without a fleet. During a change, a call on a
+// key that moves waits while the fleet prepares (at most FleetWait, then
+// an error matching ErrFleetPreparing), then moves the key with meta
+// commands (memcached 1.6.10 or later) before its first use in the
+// process; a Delete of such a key stores a tombstone on the new owner
+// (see TombstoneFlags: that flags-and-value pair is reserved) rather than
+// deleting, so that a move racing with it cannot bring the value back. The
+// driver's migration lists the old owners' keys (lru_crawler metadump).
+// Get, GetAndTouch and GetMulti read a tombstone as a miss and Set
+// overwrites it; a Delete during the change reports memcache.ErrCacheMiss
+// for it, one after the change removes it and returns nil. The other
+// calls see it as an item for its TombstoneTTL seconds (Add fails with
+// ErrNotStored; Replace, Append and Touch succeed on it; Increment fails
+// on its value).
+// Beyond a change, memcached's own limits stay: an evicted value is a
+// miss, and a write the client stopped waiting for (a hung server) may
+// land after a later write of the same key.
+//
 // # Contexts
 //
 // Every call but Close has a Context variant (GetContext, SetContext,

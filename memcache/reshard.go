@@ -419,6 +419,9 @@ func (c *ShardedClient) move(ctx context.Context, v *view, st *window, op string
 // ctx cut short before its set, stays on from, the truth.
 // Each round trip is reported to its shard's health once.
 func (c *ShardedClient) moveBatch(ctx context.Context, v *view, st *window, op string, from, to int, keys []string, found func(*memcache.Item)) *MoveError {
+	if c.fleet.on.Load() {
+		return c.fleetMove(ctx, v, st, op, from, to, keys, found)
+	}
 	fail := func(step string, at int, key string, err error) *MoveError {
 		return &MoveError{Op: op, Key: key, From: v.Label(from), To: v.Label(to), Step: step, Err: err, at: at}
 	}
@@ -575,7 +578,7 @@ func (c *ShardedClient) getMultiMoving(ctx context.Context, v *view, st *window,
 	for j, i := range shards {
 		errs[j] = outcome[i]
 	}
-	return items, multiErr(v, "GetMulti", shards, errs)
+	return dropTombstones(items), multiErr(v, "GetMulti", shards, errs)
 }
 
 // casIDs marks and unmarks the CAS tokens of one key of a call on view v of

@@ -3,6 +3,7 @@ module github.com/shardedcache/shardedcache/fleet/etcdstore
 go 1.26.0
 
 require (
+	github.com/bradfitz/gomemcache v0.0.0-20260422231931-4d751bb6e37c
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/shardedcache/shardedcache v0.0.0
 	go.etcd.io/etcd/api/v3 v3.7.3

@@ -11,6 +11,8 @@
 //	P/state     the fleet.State as JSON; its ModRevision is the fleet.Revision
 //	P/driver/   the driver lock: one key per holder or waiter, each attached
 //	            to the lease of its holder (etcd's concurrency.Mutex)
+//	P/members/  one key per registered member (Store.Register), its value
+//	            the epoch it reported, attached to the member's own lease
 //
 // Revisions are etcd's: the store's cluster-wide revision at the Swap that
 // wrote the state, so they grow by more than one when other keys change.
@@ -34,9 +36,10 @@ import (
 // does not own its client (closing the client ends the Store's watches and
 // leases).
 type Store struct {
-	client *clientv3.Client
-	key    string // prefix + "/state"
-	lock   string // prefix + "/driver"
+	client  *clientv3.Client
+	key     string // prefix + "/state"
+	lock    string // prefix + "/driver"
+	members string // prefix + "/members/"
 }
 
 var _ fleet.Store = (*Store)(nil)
@@ -52,9 +55,9 @@ func New(client *clientv3.Client, prefix string) (*Store, error) {
 	case prefix == "":
 		return nil, errors.New(`etcdstore: empty prefix (want one such as "/shardedcache/myfleet")`)
 	case prefix[len(prefix)-1] == '/':
-		return nil, fmt.Errorf("etcdstore: prefix %q ends with %q (the store appends \"/state\" and \"/driver\")", prefix, "/")
+		return nil, fmt.Errorf("etcdstore: prefix %q ends with %q (the store appends \"/state\", \"/driver\" and \"/members/\")", prefix, "/")
 	}
-	return &Store{client: client, key: prefix + "/state", lock: prefix + "/driver"}, nil
+	return &Store{client: client, key: prefix + "/state", lock: prefix + "/driver", members: prefix + "/members/"}, nil
 }
 
 // Load implements fleet.Store with one linearizable Range (Get) of

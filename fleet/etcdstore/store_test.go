@@ -89,7 +89,7 @@ func TestBadInput(t *testing.T) {
 	}{
 		{nil, "/p", "etcdstore: nil etcd client"},
 		{&client, "", `etcdstore: empty prefix (want one such as "/shardedcache/myfleet")`},
-		{&client, "/p/", `etcdstore: prefix "/p/" ends with "/" (the store appends "/state" and "/driver")`},
+		{&client, "/p/", `etcdstore: prefix "/p/" ends with "/" (the store appends "/state", "/driver" and "/members/")`},
 	} {
 		if s, err := etcdstore.New(tc.client, tc.prefix); err == nil || err.Error() != tc.want {
 			t.Errorf("New(%v, %q) = %v, %v; want error %q", tc.client, tc.prefix, s, err, tc.want)

@@ -20,6 +20,13 @@
 //     context it was taken with ends, closes Lost at Unlock, returns
 //     ctx.Err() when the wait ends with its context, and a waiter that gave
 //     up does not hold up the next holder.
+//   - Register puts a member under a lease whose ValidUntil is the TTL
+//     from the call's start at the earliest and from its end at the
+//     latest; Members lists exactly the live members and the epoch each
+//     reported last; the lease is renewed past its TTL; Close removes the
+//     member, closes Lost, zeroes ValidUntil and makes Report fail with
+//     fleet.ErrLeaseLost; registering an ID again moves it to the new
+//     lease; a bad ID or TTL is refused.
 //
 // Every subtest gets a store of its own from newStore, which must register
 // the store's clean-up with t.Cleanup; after that clean-up the suite checks
@@ -72,6 +79,10 @@ func TestStore(t *testing.T, newStore func(t *testing.T) fleet.Store) {
 	run("WatchEndsWithContext", testWatchEndsWithContext)
 	run("Lock", testLock)
 	run("LockContext", testLockContext)
+	run("Members", testMembers)
+	run("MemberRenewed", testMemberRenewed)
+	run("MemberRegisteredAgain", testMemberRegisteredAgain)
+	run("RegisterInvalid", testRegisterInvalid)
 }
 
 // stableState is a valid Stable state at epoch (>= 1) with two shards,
