@@ -1,4 +1,4 @@
-package integration_test
+package cache_test
 
 import (
 	"context"
@@ -17,54 +17,19 @@ import (
 	"github.com/shardedcache/shardedcache/otelmetrics"
 	shardedredis "github.com/shardedcache/shardedcache/redis"
 	"github.com/shardedcache/shardedcache/shardedclient"
+
+	"github.com/shardedcache/shardedcache/integration_test/internal/fixtures"
 )
 
 // Client-side caching through the shards, on real redis-servers (go-redis's
 // cache needs RESP3 and CLIENT TRACKING, which miniredis lacks).
 
-// cachedOptions are shared options that turn go-redis's client-side cache
-// on for every shard.
-func cachedOptions() *goredis.Options {
-	return &goredis.Options{Protocol: 3, ClientSideCacheConfig: &goredis.ClientSideCacheConfig{MaxEntries: 200_000}}
-}
-
-// newCachedClient returns a sharded client over addrs with every shard
-// caching, closed at the end of the test.
-func newCachedClient(t testing.TB, addrs ...string) *shardedredis.ShardedClient {
-	t.Helper()
-	c, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: shardsAt(addrs...), Options: cachedOptions()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
-}
-
-// shardsAt names a shard per address ("s0", "s1", ...), so that resharding
-// keeps the keys of the shards that stay.
-func shardsAt(addrs ...string) []shardedredis.ShardOptions {
-	shards := make([]shardedredis.ShardOptions, len(addrs))
-	for i, a := range addrs {
-		shards[i] = shardedredis.ShardOptions{Name: "s" + strconv.Itoa(i), Addr: a}
-	}
-	return shards
-}
-
-func addrsOf(procs []*redisProc) []string {
+func addrsOf(procs []*fixtures.RedisProc) []string {
 	addrs := make([]string, len(procs))
 	for i, p := range procs {
-		addrs[i] = p.addr
+		addrs[i] = p.Addr
 	}
 	return addrs
-}
-
-// cacheHits sums the cache hits of every shard.
-func cacheHits(c *shardedredis.ShardedClient) uint64 {
-	var n uint64
-	for _, st := range c.CacheStats() {
-		n += st.Hits
-	}
-	return n
 }
 
 // twoShardKeys returns a key on shard 0 and a key on shard 1 of c.
@@ -151,11 +116,11 @@ var writeShapes = []writeShape{
 	}},
 	{name: "EVAL", oneShard: true, write: func(ctx context.Context, c *shardedredis.ShardedClient, keys []string, val string) error {
 		const script = "for _, k in ipairs(KEYS) do redis.call('SET', k, ARGV[1]) end"
-		return ignoreNil(c.Eval(ctx, script, keys, val).Err())
+		return fixtures.IgnoreNil(c.Eval(ctx, script, keys, val).Err())
 	}},
 	{name: "GETSET-family", write: func(ctx context.Context, c *shardedredis.ShardedClient, keys []string, val string) error {
 		for _, k := range keys {
-			if err := ignoreNil(c.SetArgs(ctx, k, val, goredis.SetArgs{Get: true}).Err()); err != nil {
+			if err := fixtures.IgnoreNil(c.SetArgs(ctx, k, val, goredis.SetArgs{Get: true}).Err()); err != nil {
 				return err
 			}
 		}
@@ -174,13 +139,6 @@ var writeShapes = []writeShape{
 	}},
 }
 
-func ignoreNil(err error) error {
-	if err == goredis.Nil {
-		return nil
-	}
-	return err
-}
-
 // cacheRounds is the rounds of each read-your-writes case: the issue
 // behind the feature saw every one of 2,000 reads after SET stale.
 const cacheRounds = 200
@@ -190,8 +148,8 @@ const cacheRounds = 200
 // the write replaced. Each round first reads the keys twice, so that the
 // second read is a hit (counted), which proves they were cached.
 func TestCacheReadYourWrites(t *testing.T) {
-	procs := sharedRedis(t, 2)
-	c := newCachedClient(t, addrsOf(procs)...)
+	procs := fixtures.SharedRedis(t, 2)
+	c := fixtures.NewCachedClient(t, addrsOf(procs)...)
 	split := twoShardKeys(t, c, "ryw:")
 	for _, shape := range writeShapes {
 		t.Run(shape.name, func(t *testing.T) {
@@ -217,14 +175,14 @@ func TestCacheReadYourWrites(t *testing.T) {
 // SET drops the fetch that races it.
 func readYourWrites(t *testing.T, c *shardedredis.ShardedClient, shape writeShape, keys []string) (stale int, hits uint64) {
 	t.Helper()
-	hits0 := cacheHits(c)
+	hits0 := fixtures.CacheHits(c)
 	for r := range cacheRounds {
 		old, val := "old-"+strconv.Itoa(r), "new-"+strconv.Itoa(r)
 		for _, k := range keys {
 			if err := c.Set(ctx, k, old, 0).Err(); err != nil {
 				t.Fatal(err)
 			}
-			for hit := cacheHits(c); cacheHits(c) == hit; {
+			for hit := fixtures.CacheHits(c); fixtures.CacheHits(c) == hit; {
 				if got, err := c.Get(ctx, k).Result(); err != nil || got != old {
 					t.Fatalf("round %d: GET %s after SET = %q, %v; want %q", r, k, got, err, old)
 				}
@@ -244,7 +202,7 @@ func readYourWrites(t *testing.T, c *shardedredis.ShardedClient, shape writeShap
 			}
 		}
 	}
-	return stale, cacheHits(c) - hits0
+	return stale, fixtures.CacheHits(c) - hits0
 }
 
 // TestCacheStaleWithoutTheHook is the control of TestCacheReadYourWrites:
@@ -252,9 +210,9 @@ func readYourWrites(t *testing.T, c *shardedredis.ShardedClient, shape writeShap
 // its own writes (its invalidations come asynchronously), so the test above
 // measures something that fails without the sharded client's drop.
 func TestCacheStaleWithoutTheHook(t *testing.T) {
-	procs := sharedRedis(t, 1)
-	o := cachedOptions()
-	o.Addr = procs[0].addr
+	procs := fixtures.SharedRedis(t, 1)
+	o := fixtures.CachedOptions()
+	o.Addr = procs[0].Addr
 	plain := goredis.NewClient(o)
 	defer plain.Close()
 	stale := 0
@@ -279,10 +237,10 @@ func TestCacheStaleWithoutTheHook(t *testing.T) {
 // TestCacheStats: CacheStats counts each shard's hits and misses, and its
 // entries; a shard without caching reports zeros.
 func TestCacheStats(t *testing.T) {
-	procs := sharedRedis(t, 2)
+	procs := fixtures.SharedRedis(t, 2)
 	c, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: []shardedredis.ShardOptions{
-		{Name: "s0", Addr: procs[0].addr, Options: cachedOptions()},
-		{Name: "s1", Addr: procs[1].addr, Options: &goredis.Options{Protocol: 3}},
+		{Name: "s0", Addr: procs[0].Addr, Options: fixtures.CachedOptions()},
+		{Name: "s1", Addr: procs[1].Addr, Options: &goredis.Options{Protocol: 3}},
 	}})
 	if err != nil {
 		t.Fatal(err)
@@ -316,13 +274,13 @@ func TestCacheStats(t *testing.T) {
 func TestCacheMovedKeys(t *testing.T) {
 	for _, how := range []string{"command", "migration", "migration-server-side"} {
 		t.Run(how, func(t *testing.T) {
-			addrs := addrsOf(sharedRedis(t, 2))
-			even, heavy := shardsAt(addrs...), shardsAt(addrs...)
+			addrs := addrsOf(fixtures.SharedRedis(t, 2))
+			even, heavy := fixtures.ShardsAt(addrs...), fixtures.ShardsAt(addrs...)
 			heavy[0].Weight = 5
-			c := newCachedClient(t, addrs...)
+			c := fixtures.NewCachedClient(t, addrs...)
 			keys := movingKeys(t, even, heavy, 50)
 			for _, k := range keys {
-				for hit := cacheHits(c); cacheHits(c) == hit; {
+				for hit := fixtures.CacheHits(c); fixtures.CacheHits(c) == hit; {
 					if err := c.Get(ctx, k).Err(); err != goredis.Nil {
 						t.Fatalf("GET %s = %v, want redis.Nil", k, err)
 					}
@@ -394,29 +352,11 @@ func movingKeys(t *testing.T, from, to []shardedredis.ShardOptions, n int) []str
 // returns a value older than the servers' truth after any of those steps.
 // Seeds as the model's; a third of its operations per seed.
 func TestCacheModelRedis(t *testing.T) {
-	for _, seed := range modelSeeds(t) {
+	for _, seed := range fixtures.ModelSeeds(t) {
 		t.Run("seed="+strconv.FormatInt(seed, 10), func(t *testing.T) {
-			runRedisModel(t, seed, *modelOps/3, cachedOptions().ClientSideCacheConfig, false)
+			fixtures.RunRedisModel(t, seed, *fixtures.ModelOps/3, fixtures.CachedOptions().ClientSideCacheConfig, false)
 		})
 	}
-}
-
-// cachingClient replaces the client of a fixture by one whose shards, the
-// first k of servers, cache with cfg; servers get the cache too, for the
-// shard lists the test builds from them.
-func cachingClient(t *testing.T, servers []shardedredis.ShardOptions, k int, h shardedredis.Health, cfg *goredis.ClientSideCacheConfig) *shardedredis.ShardedClient {
-	t.Helper()
-	for i := range servers {
-		o := *servers[i].Options
-		o.Protocol, o.ClientSideCacheConfig = 3, cfg
-		servers[i].Options = &o
-	}
-	c, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: servers[:k], Health: h})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
 }
 
 // TestCacheOtherClientsWrite: a write of another client to a key that the
@@ -424,22 +364,22 @@ func cachingClient(t *testing.T, servers []shardedredis.ShardOptions, k int, h s
 // (seenAfter fails past 5 s); the delays are logged (the Speed benchmark's
 // cache-staleness measures them).
 func TestCacheOtherClientsWrite(t *testing.T) {
-	procs := sharedRedis(t, 2)
-	c := newCachedClient(t, addrsOf(procs)...)
+	procs := fixtures.SharedRedis(t, 2)
+	c := fixtures.NewCachedClient(t, addrsOf(procs)...)
 	const key = "other-client"
-	w := goredis.NewClient(&goredis.Options{Addr: procs[c.GetShardInfo(key).Index].addr})
+	w := goredis.NewClient(&goredis.Options{Addr: procs[c.GetShardInfo(key).Index].Addr})
 	defer w.Close()
 	var lat []time.Duration
 	for r := range 50 {
-		lat = append(lat, seenAfter(t, w, c, func() uint64 { return cacheHits(c) }, key, r))
+		lat = append(lat, fixtures.SeenAfter(t, w, c, func() uint64 { return fixtures.CacheHits(c) }, key, r))
 	}
-	t.Logf("another client's write seen after p50 %v, p99 %v, max %v", percentile(lat, 50), percentile(lat, 99), percentile(lat, 100))
+	t.Logf("another client's write seen after p50 %v, p99 %v, max %v", fixtures.Percentile(lat, 50), fixtures.Percentile(lat, 99), fixtures.Percentile(lat, 100))
 }
 
 // TestCacheOtelMetrics: otelmetrics exports each shard's CacheStats: the
 // hits, misses, entries and size of the caching shard, zeros for the other.
 func TestCacheOtelMetrics(t *testing.T) {
-	procs := sharedRedis(t, 2)
+	procs := fixtures.SharedRedis(t, 2)
 	reader := sdkmetric.NewManualReader()
 	m, err := otelmetrics.NewRedis(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)))
 	if err != nil {
@@ -447,8 +387,8 @@ func TestCacheOtelMetrics(t *testing.T) {
 	}
 	defer m.Close()
 	c, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: []shardedredis.ShardOptions{
-		{Name: "s0", Addr: procs[0].addr, Options: cachedOptions()},
-		{Name: "s1", Addr: procs[1].addr},
+		{Name: "s0", Addr: procs[0].Addr, Options: fixtures.CachedOptions()},
+		{Name: "s1", Addr: procs[1].Addr},
 	}})
 	if err != nil {
 		t.Fatal(err)
@@ -497,18 +437,18 @@ func TestCacheEjectRejoin(t *testing.T) {
 	h := shardedredis.Health{Mode: shardedclient.EjectMode, FailureLimit: 1, RetryTimeout: 50 * time.Millisecond,
 		ProbeTimeout: 100 * time.Millisecond,
 		OnRejoin:     func(ctx context.Context, c *goredis.Client) error { return c.FlushDB(ctx).Err() }}
-	servers, direct, _ := safetyFixture(t, 2, 2, h)
-	c := cachingClient(t, servers, 2, h, cachedOptions().ClientSideCacheConfig)
+	servers, direct, _ := fixtures.SafetyFixture(t, 2, 2, h)
+	c := fixtures.CachingClient(t, servers, 2, h, fixtures.CachedOptions().ClientSideCacheConfig)
 	keys := twoShardKeys(t, c, "eject:")
 	for _, k := range keys {
 		c.Set(ctx, k, "before", 0)
-		for hit := cacheHits(c); cacheHits(c) == hit; {
+		for hit := fixtures.CacheHits(c); fixtures.CacheHits(c) == hit; {
 			if got, err := c.Get(ctx, k).Result(); err != nil || got != "before" {
 				t.Fatalf("GET %s = %q, %v", k, got, err)
 			}
 		}
 	}
-	ejectFor(t, c, direct[1], 1, 300*time.Millisecond, func() {})
+	fixtures.EjectFor(t, c, direct[1], 1, 300*time.Millisecond, func() {})
 	if got, err := c.Get(ctx, keys[1]).Result(); err != goredis.Nil {
 		t.Errorf("GET %s after its shard rejoined, flushed = %q, %v; want redis.Nil", keys[1], got, err)
 	}

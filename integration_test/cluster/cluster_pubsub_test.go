@@ -1,4 +1,4 @@
-package integration_test
+package cluster_test
 
 // Pub/sub across a move into the shared Redis Cluster: subscriptions follow
 // their channels to the cluster shard, where the fan-in holds them through
@@ -16,6 +16,8 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	shardedredis "github.com/shardedcache/shardedcache/redis"
+
+	"github.com/shardedcache/shardedcache/integration_test/internal/fixtures"
 )
 
 // Channels, a pattern and shard channels subscribed on a sharded client of
@@ -30,93 +32,93 @@ import (
 // receiver holds one connection to the cluster for channels and patterns
 // and one per hash slot of its shard channels, closed once it holds none.
 func TestClusterMovePubSub(t *testing.T) {
-	m := newClusterMove(t, 0, nil)
-	var old []*psServer
-	for _, sh := range m.c.Shards() {
-		old = append(old, newPSServer(t, sh.Name, sh.Addr, true, nil, nil))
+	m := fixtures.NewClusterMove(t, 0, nil)
+	var old []*fixtures.PSServer
+	for _, sh := range m.C.Shards() {
+		old = append(old, fixtures.NewPSServer(t, sh.Name, sh.Addr, true, nil, nil))
 	}
 	const pattern = "pat.*"
-	chs, schs, patterned := psNames("ch", 6), psNames("sch", 6), psNames("pat.", 3)
-	routes := psRoutes(chs...)
+	chs, schs, patterned := fixtures.PSNames("ch", 6), fixtures.PSNames("sch", 6), fixtures.PSNames("pat.", 3)
+	routes := fixtures.PSRoutes(chs...)
 	for _, ch := range patterned {
 		routes[ch] = []string{pattern}
 	}
 
-	r := newPSReader(t, m.c.Subscribe(ctx, chs...))
-	r.expect(psConfirmations("subscribe", 1, 1, chs...)...)
-	if err := r.ps.PSubscribe(ctx, pattern); err != nil {
+	r := fixtures.NewPSReader(t, m.C.Subscribe(ctx, chs...))
+	r.Expect(fixtures.PSConfirmations("subscribe", 1, 1, chs...)...)
+	if err := r.PS.PSubscribe(ctx, pattern); err != nil {
 		t.Fatal(err)
 	}
-	r.expect(psConfirmations("psubscribe", len(chs)+1, 1, pattern)...)
-	if err := r.ps.SSubscribe(ctx, schs...); err != nil {
+	r.Expect(fixtures.PSConfirmations("psubscribe", len(chs)+1, 1, pattern)...)
+	if err := r.PS.SSubscribe(ctx, schs...); err != nil {
 		t.Fatal(err)
 	}
-	r.expect(psConfirmations("ssubscribe", 1, 1, schs...)...)
-	r.deliver(psPublisher(m.c), "before the move", routes)
-	r.deliver(sPublisher(m.c), "before the move", psRoutes(schs...))
+	r.Expect(fixtures.PSConfirmations("ssubscribe", 1, 1, schs...)...)
+	r.Deliver(fixtures.PSPublisher(m.C), "before the move", routes)
+	r.Deliver(sPublisher(m.C), "before the move", fixtures.PSRoutes(schs...))
 
-	if err := m.c.BeginClusterMove(m.clusterShard(false)); err != nil {
+	if err := m.C.BeginClusterMove(m.ClusterShard(false)); err != nil {
 		t.Fatal(err)
 	}
-	r.syncClean()
-	cc := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: m.cluster.Addrs()})
+	r.SyncClean()
+	cc := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: m.Cluster.Addrs()})
 	t.Cleanup(func() { _ = cc.Close() })
-	checkClusterPlacement(t, cc, old, psPlacement{channels: chs, shardChannels: schs, patterns: []string{pattern}}, 1)
+	checkClusterPlacement(t, cc, old, fixtures.PSPlacement{Channels: chs, ShardChannels: schs, Patterns: []string{pattern}}, 1)
 	clusterDeliver(r, cc, "in the window", routes, schs)
-	clusterDeliver(r, m.c, "in the window, through the sharded client", routes, schs)
+	clusterDeliver(r, m.C, "in the window, through the sharded client", routes, schs)
 
-	mig, err := m.c.NewMigration(shardedredis.MigrateOptions{})
+	mig, err := m.C.NewMigration(shardedredis.MigrateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := mig.Run(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if m.c.Window() != nil {
+	if m.C.Window() != nil {
 		t.Fatal("the window is still open after the migration")
 	}
-	r.syncClean()
-	checkClusterPlacement(t, cc, old, psPlacement{channels: chs, shardChannels: schs, patterns: []string{pattern}}, 0)
+	r.SyncClean()
+	checkClusterPlacement(t, cc, old, fixtures.PSPlacement{Channels: chs, ShardChannels: schs, Patterns: []string{pattern}}, 0)
 	clusterDeliver(r, cc, "after the move", routes, schs)
 	slots := map[int]bool{}
 	for _, ch := range schs {
 		slots[shardedredis.Slot(ch)] = true
 	}
-	checkClusterPubSubConns(t, m.c.ClusterClient(), 1+len(slots))
+	checkClusterPubSubConns(t, m.C.ClusterClient(), 1+len(slots))
 
-	late := newPSReader(t, m.c.Subscribe(ctx, "late"))
-	late.expect(psConfirmations("subscribe", 1, 1, "late")...)
-	if err := late.ps.PSubscribe(ctx, "later.*"); err != nil {
+	late := fixtures.NewPSReader(t, m.C.Subscribe(ctx, "late"))
+	late.Expect(fixtures.PSConfirmations("subscribe", 1, 1, "late")...)
+	if err := late.PS.PSubscribe(ctx, "later.*"); err != nil {
 		t.Fatal(err)
 	}
-	late.expect(psConfirmations("psubscribe", 2, 1, "later.*")...)
-	if err := late.ps.SSubscribe(ctx, "slate0", "slate1"); err != nil {
+	late.Expect(fixtures.PSConfirmations("psubscribe", 2, 1, "later.*")...)
+	if err := late.PS.SSubscribe(ctx, "slate0", "slate1"); err != nil {
 		t.Fatal(err)
 	}
-	late.expect(psConfirmations("ssubscribe", 1, 1, "slate0", "slate1")...)
+	late.Expect(fixtures.PSConfirmations("ssubscribe", 1, 1, "slate0", "slate1")...)
 	lateRoutes := map[string][]string{"late": {""}, "later.x": {"later.*"}}
 	clusterDeliver(late, cc, "subscribed after the move", lateRoutes, []string{"slate0", "slate1"})
 	if shardedredis.Slot("slate0") == shardedredis.Slot("slate1") {
 		t.Fatal("slate0 and slate1 share a slot")
 	}
-	checkClusterPubSubConns(t, m.c.ClusterClient(), 1+len(slots)+3)
+	checkClusterPubSubConns(t, m.C.ClusterClient(), 1+len(slots)+3)
 
-	if err := late.ps.SUnsubscribe(ctx, "slate0"); err != nil {
+	if err := late.PS.SUnsubscribe(ctx, "slate0"); err != nil {
 		t.Fatal(err)
 	}
-	late.expect(psConfirmations("sunsubscribe", 1, 0, "slate0")...)
+	late.Expect(fixtures.PSConfirmations("sunsubscribe", 1, 0, "slate0")...)
 	if n, err := cc.SPublish(ctx, "slate0", "gone").Result(); err != nil || n != 0 {
 		t.Fatalf("SPUBLISH slate0 after SUNSUBSCRIBE = %d, %v; want 0 receivers", n, err)
 	}
 	clusterDeliver(late, cc, "after SUNSUBSCRIBE", lateRoutes, []string{"slate1"})
-	checkClusterPubSubConns(t, m.c.ClusterClient(), 1+len(slots)+2)
+	checkClusterPubSubConns(t, m.C.ClusterClient(), 1+len(slots)+2)
 }
 
 // checkClusterPubSubConns polls until cc, summed over its nodes, has want
 // subscription connections open.
 func checkClusterPubSubConns(t *testing.T, cc *goredis.ClusterClient, want int) {
 	t.Helper()
-	poll(t, 5*time.Second, "subscription connections to the cluster", func() error {
+	fixtures.Poll(t, 5*time.Second, "subscription connections to the cluster", func() error {
 		var open atomic.Int64
 		err := cc.ForEachShard(ctx, func(_ context.Context, node *goredis.Client) error {
 			open.Add(int64(node.PoolStats().PubSubStats.Active))
@@ -140,16 +142,16 @@ func sPublisher(c goredis.Cmdable) func(ch, payload string) (int64, error) {
 // pong. SPUBLISH must count exactly one receiver (its slot's master counts
 // those of the slot); PUBLISH counts only the receivers on the node it was
 // sent to, so its count is not checked.
-func clusterDeliver(r *psReader, c goredis.Cmdable, tag string, routes map[string][]string, shardChannels []string) {
-	r.t.Helper()
+func clusterDeliver(r *fixtures.PSReader, c goredis.Cmdable, tag string, routes map[string][]string, shardChannels []string) {
+	r.T.Helper()
 	for ch := range routes {
-		if err := c.Publish(ctx, ch, psPayload(tag, ch)).Err(); err != nil {
-			r.t.Fatalf("%s: publish %s: %v", tag, ch, err)
+		if err := c.Publish(ctx, ch, fixtures.PSPayload(tag, ch)).Err(); err != nil {
+			r.T.Fatalf("%s: publish %s: %v", tag, ch, err)
 		}
 	}
-	r.received(tag, routes)
-	r.deliver(sPublisher(c), tag, psRoutes(shardChannels...))
-	r.syncClean()
+	r.Received(tag, routes)
+	r.Deliver(sPublisher(c), tag, fixtures.PSRoutes(shardChannels...))
+	r.SyncClean()
 }
 
 // checkClusterPlacement polls until the cluster holds want once: each
@@ -157,18 +159,18 @@ func clusterDeliver(r *psReader, c goredis.Cmdable, tag string, routes map[strin
 // every node: a shard channel's SPUBLISH shows on which), and every
 // pattern once; and until each old server holds no channel and oldPatterns
 // of want's patterns.
-func checkClusterPlacement(t *testing.T, cc *goredis.ClusterClient, old []*psServer, want psPlacement, oldPatterns int) {
+func checkClusterPlacement(t *testing.T, cc *goredis.ClusterClient, old []*fixtures.PSServer, want fixtures.PSPlacement, oldPatterns int) {
 	t.Helper()
-	poll(t, 5*time.Second, "subscriptions on the cluster", func() error {
+	fixtures.Poll(t, 5*time.Second, "subscriptions on the cluster", func() error {
 		var mu sync.Mutex
 		subs, ssubs := map[string]int64{}, map[string]int64{}
 		var numpat int64
 		err := cc.ForEachShard(ctx, func(ctx context.Context, node *goredis.Client) error {
-			ns, err := node.PubSubNumSub(ctx, want.channels...).Result()
+			ns, err := node.PubSubNumSub(ctx, want.Channels...).Result()
 			if err != nil {
 				return err
 			}
-			ss, err := node.PubSubShardNumSub(ctx, want.shardChannels...).Result()
+			ss, err := node.PubSubShardNumSub(ctx, want.ShardChannels...).Result()
 			if err != nil {
 				return err
 			}
@@ -190,22 +192,22 @@ func checkClusterPlacement(t *testing.T, cc *goredis.ClusterClient, old []*psSer
 		if err != nil {
 			return err
 		}
-		for _, ch := range want.channels {
+		for _, ch := range want.Channels {
 			if subs[ch] != 1 {
 				return fmt.Errorf("channel %s has %d subscribers on the cluster, want 1", ch, subs[ch])
 			}
 		}
-		for _, ch := range want.shardChannels {
+		for _, ch := range want.ShardChannels {
 			if ssubs[ch] != 1 {
 				return fmt.Errorf("shard channel %s has %d subscribers on the cluster, want 1", ch, ssubs[ch])
 			}
 		}
-		if numpat != int64(len(want.patterns)) {
-			return fmt.Errorf("the cluster holds %d patterns, want %d", numpat, len(want.patterns))
+		if numpat != int64(len(want.Patterns)) {
+			return fmt.Errorf("the cluster holds %d patterns, want %d", numpat, len(want.Patterns))
 		}
 		for _, s := range old {
-			if err := psServerHolds(s, nil, nil, oldPatterns); err != nil {
-				return fmt.Errorf("old shard %s (%s): %w", s.name, s.addr, err)
+			if err := fixtures.PSServerHolds(s, nil, nil, oldPatterns); err != nil {
+				return fmt.Errorf("old shard %s (%s): %w", s.Name, s.Addr, err)
 			}
 		}
 		return nil

@@ -1,4 +1,4 @@
-package integration_test
+package deadline_test
 
 // What counts against a memcached shard, on real memcached: a context that
 // is already done sends nothing and counts nothing; a context that ends
@@ -10,7 +10,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"syscall"
 	"testing"
 	"time"
@@ -19,25 +18,9 @@ import (
 
 	shardedmc "github.com/shardedcache/shardedcache/memcache"
 	"github.com/shardedcache/shardedcache/shardedclient"
-)
 
-// startDeadlineMemcached starts n real memcached servers and a
-// ShardedClient over them (Timeout deadlineTimeout) with health policy h.
-func startDeadlineMemcached(t *testing.T, n int, h shardedmc.Health) ([]*mcServer, *shardedmc.ShardedClient) {
-	t.Helper()
-	servers := make([]*mcServer, n)
-	opts := make([]shardedmc.ShardOptions, n)
-	for i := range servers {
-		servers[i] = startRealMemcached(t)
-		opts[i] = shardedmc.ShardOptions{Name: "mc-" + strconv.Itoa(i), Addr: servers[i].addr, Timeout: deadlineTimeout}
-	}
-	c, err := shardedmc.NewShardedClient(&shardedmc.ShardedOptions{Shards: opts, Health: h})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	return servers, c
-}
+	"github.com/shardedcache/shardedcache/integration_test/internal/fixtures"
+)
 
 // mcKeyOn returns the first of keys that c places on shard i.
 func mcKeyOn(t *testing.T, c *shardedmc.ShardedClient, keys []string, i int) string {
@@ -59,9 +42,9 @@ func mcKeyOn(t *testing.T, c *shardedmc.ShardedClient, keys []string, i int) str
 // refused at once, counted, ejected after two.
 func TestMemcacheRealCallerContextVersusShardFailure(t *testing.T) {
 	ejectAfterTwo := shardedmc.Health{Mode: shardedclient.EjectMode, FailureLimit: 2, RetryTimeout: time.Hour}
-	servers, c := startDeadlineMemcached(t, 3, ejectAfterTwo)
-	ks := mcKeys("dl:", 300)
-	setAll(t, c, ks)
+	servers, c := fixtures.StartDeadlineMemcached(t, 3, ejectAfterTwo)
+	ks := fixtures.MCKeys("dl:", 300)
+	fixtures.SetAll(t, c, ks)
 	base := c.Stats()
 	expired, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
 	defer cancel()
@@ -84,27 +67,27 @@ func TestMemcacheRealCallerContextVersusShardFailure(t *testing.T) {
 	}
 
 	// A hung shard: the caller's deadline first, then the shard's timeout.
-	if err := servers[1].proc.Signal(syscall.SIGSTOP); err != nil {
+	if err := servers[1].Proc.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
-	waitState(t, servers[1].proc.Pid, 'T')
+	fixtures.WaitState(t, servers[1].Proc.Pid, 'T')
 	tight, cancel3 := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	start := time.Now()
 	_, err := c.GetContext(tight, hung)
 	d := time.Since(start)
 	cancel3()
-	wantCallerEnded(t, "GetContext on a hung shard past its deadline", err, 1, servers[1].addr, context.DeadlineExceeded)
-	if d >= deadlineTimeout {
+	fixtures.WantCallerEnded(t, "GetContext on a hung shard past its deadline", err, 1, servers[1].Addr, context.DeadlineExceeded)
+	if d >= fixtures.DeadlineTimeout {
 		t.Fatalf("GetContext returned after %v, its deadline was 50ms", d)
 	}
-	poll(t, 5*time.Second, "the abandoned request ends", func() error {
+	fixtures.Poll(t, 5*time.Second, "the abandoned request ends", func() error {
 		if c.Stats()[1].Requests == base[1].Requests {
 			return errors.New("not yet")
 		}
 		return nil
 	})
-	wantStats(t, "after the request's socket timeout", c.Stats(), 1, shardedclient.ShardStats{Requests: base[1].Requests + 1, Errors: 1})
-	if err := servers[1].proc.Signal(syscall.SIGCONT); err != nil {
+	fixtures.WantStats(t, "after the request's socket timeout", c.Stats(), 1, shardedclient.ShardStats{Requests: base[1].Requests + 1, Errors: 1})
+	if err := servers[1].Proc.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
 	if it, err := c.Get(hung); err != nil || string(it.Value) != "v-"+hung {
@@ -113,21 +96,21 @@ func TestMemcacheRealCallerContextVersusShardFailure(t *testing.T) {
 
 	// A killed shard.
 	dead := mcKeyOn(t, c, ks, 2)
-	servers[2].stop()
+	servers[2].Stop()
 	for n := range 2 {
 		start := time.Now()
 		_, err := c.Get(dead)
-		if wantShardError(t, "Get on the killed shard", err, 2, servers[2].addr); !deadConn(err) {
+		if fixtures.WantShardError(t, "Get on the killed shard", err, 2, servers[2].Addr); !fixtures.DeadConn(err) {
 			t.Fatalf("Get on the killed shard: %v, want a refused or broken connection", err)
 		}
-		if d := time.Since(start); d > 3*deadlineTimeout {
-			t.Fatalf("Get on the killed shard took %v, Timeout %v", d, deadlineTimeout)
+		if d := time.Since(start); d > 3*fixtures.DeadlineTimeout {
+			t.Fatalf("Get on the killed shard took %v, Timeout %v", d, fixtures.DeadlineTimeout)
 		}
 		want := shardedclient.ShardStats{Requests: base[2].Requests + uint64(1+n), Errors: uint64(1 + n)}
 		if n == 1 {
 			want.Ejections, want.Ejected = 1, true
 		}
-		wantStats(t, "after Gets on the killed shard", c.Stats(), 2, want)
+		fixtures.WantStats(t, "after Gets on the killed shard", c.Stats(), 2, want)
 	}
 	if _, err := c.Get(dead); err != gomemcache.ErrCacheMiss {
 		t.Fatalf("Get of an ejected shard's key on its new owner: %v, want a miss", err)

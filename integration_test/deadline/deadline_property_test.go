@@ -1,4 +1,4 @@
-package integration_test
+package deadline_test
 
 // Property, on real servers of both backends: under random mixes of shard
 // kills, restarts, hangs (SIGSTOP) and resumptions, and callers that cancel,
@@ -20,6 +20,8 @@ import (
 
 	"github.com/shardedcache/shardedcache/internal/serverproc"
 	"github.com/shardedcache/shardedcache/shardedclient"
+
+	"github.com/shardedcache/shardedcache/integration_test/internal/fixtures"
 )
 
 // serverState is what a chaos step left a shard's server in.
@@ -181,20 +183,20 @@ func propertySeeds(t *testing.T, newBackend func(t *testing.T) healthBackend) {
 
 // restartRedisProc starts p's server again on its port, once p was killed,
 // and waits until it answers.
-func restartRedisProc(t *testing.T, p *redisProc) *redisProc {
+func restartRedisProc(t *testing.T, p *fixtures.RedisProc) *fixtures.RedisProc {
 	t.Helper()
-	np := &redisProc{addr: p.addr, dir: p.dir, cmd: serverproc.Command(p.cmd.Path, p.cmd.Args[1:]...), exited: make(chan struct{})}
-	if err := np.cmd.Start(); err != nil {
+	np := &fixtures.RedisProc{Addr: p.Addr, Dir: p.Dir, Cmd: serverproc.Command(p.Cmd.Path, p.Cmd.Args[1:]...), Exited: make(chan struct{})}
+	if err := np.Cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	go func() {
-		_ = np.cmd.Wait()
-		close(np.exited)
+		_ = np.Cmd.Wait()
+		close(np.Exited)
 	}()
-	t.Cleanup(np.kill)
-	c := goredis.NewClient(&goredis.Options{Addr: p.addr, MaxRetries: -1})
+	t.Cleanup(np.Kill)
+	c := goredis.NewClient(&goredis.Options{Addr: p.Addr, MaxRetries: -1})
 	defer c.Close()
-	poll(t, 10*time.Second, "the restarted redis-server answers", func() error { return c.Ping(ctx).Err() })
+	fixtures.Poll(t, 10*time.Second, "the restarted redis-server answers", func() error { return c.Ping(ctx).Err() })
 	return np
 }
 
@@ -203,9 +205,9 @@ func restartRedisProc(t *testing.T, p *redisProc) *redisProc {
 // not the caller's deadline.
 func wantFailure(t *testing.T, err error, i int, addr string, state serverState) {
 	t.Helper()
-	wantShardError(t, "a call on a failing shard", err, i, addr)
+	fixtures.WantShardError(t, "a call on a failing shard", err, i, addr)
 	var ne net.Error
-	if errors.Is(err, context.DeadlineExceeded) || state == killed && !deadConn(err) ||
+	if errors.Is(err, context.DeadlineExceeded) || state == killed && !fixtures.DeadConn(err) ||
 		state == stopped && (!errors.As(err, &ne) || !ne.Timeout()) {
 		t.Fatalf("a call on a %v shard: %v", state, err)
 	}
@@ -219,28 +221,28 @@ func (s serverState) String() string { return [...]string{"alive", "killed", "st
 // failure; an alive one answers.
 func TestRealRedisHealthCountsOnlyShardFailuresProperty(t *testing.T) {
 	propertySeeds(t, func(t *testing.T) healthBackend {
-		procs, c := startDeadlineShards(t, 3, propertyHealth[*goredis.Client](), 1000, 1000, 1000)
+		procs, c := fixtures.StartDeadlineShards(t, 3, propertyHealth[*goredis.Client](), 1000, 1000, 1000)
 		b := healthBackend{
 			get:   func(ctx context.Context, key string) error { return c.Get(ctx, key).Err() },
 			owner: func(key string) int { return c.GetShardInfo(key).Index },
 			stats: c.Stats,
 		}
 		for j := range procs {
-			b.servers = append(b.servers, &chaosServer{addr: procs[j].addr,
-				kill:    func() { procs[j].kill() },
+			b.servers = append(b.servers, &chaosServer{addr: procs[j].Addr,
+				kill:    func() { procs[j].Kill() },
 				restart: func() { procs[j] = restartRedisProc(t, procs[j]) },
-				hang:    func() { procs[j].signal(t, syscall.SIGSTOP) },
-				resume:  func() { procs[j].signal(t, syscall.SIGCONT) },
+				hang:    func() { procs[j].Signal(t, syscall.SIGSTOP) },
+				resume:  func() { procs[j].Signal(t, syscall.SIGCONT) },
 			})
 		}
 		b.outcome = func(t *testing.T, kind string, i int, state serverState, err error) (bool, shardedclient.Class) {
 			switch {
 			case kind == "expired" || kind == "canceled":
 				cause := map[string]error{"expired": context.DeadlineExceeded, "canceled": context.Canceled}[kind]
-				wantCallerEnded(t, kind+" GET", err, i, procs[i].addr, cause)
+				fixtures.WantCallerEnded(t, kind+" GET", err, i, procs[i].Addr, cause)
 				return true, shardedclient.Local
 			case kind == "deadline" && (state == stopped || errors.Is(err, context.DeadlineExceeded)):
-				wantCallerEnded(t, "GET past its deadline", err, i, procs[i].addr, context.DeadlineExceeded)
+				fixtures.WantCallerEnded(t, "GET past its deadline", err, i, procs[i].Addr, context.DeadlineExceeded)
 				return true, shardedclient.Local
 			case state == alive:
 				if err != nil && err != goredis.Nil {
@@ -248,7 +250,7 @@ func TestRealRedisHealthCountsOnlyShardFailuresProperty(t *testing.T) {
 				}
 				return true, shardedclient.Answered
 			}
-			wantFailure(t, err, i, procs[i].addr, state)
+			wantFailure(t, err, i, procs[i].Addr, state)
 			return true, shardedclient.Failed
 		}
 		return b
@@ -261,33 +263,33 @@ func TestRealRedisHealthCountsOnlyShardFailuresProperty(t *testing.T) {
 // hung shard's socket timeout.
 func TestMemcacheRealHealthCountsOnlyShardFailuresProperty(t *testing.T) {
 	propertySeeds(t, func(t *testing.T) healthBackend {
-		servers, c := startDeadlineMemcached(t, 3, propertyHealth[*gomemcache.Client]())
+		servers, c := fixtures.StartDeadlineMemcached(t, 3, propertyHealth[*gomemcache.Client]())
 		b := healthBackend{
 			get:   func(ctx context.Context, key string) error { _, err := c.GetContext(ctx, key); return err },
 			owner: func(key string) int { return c.GetShardInfo(key).Index },
 			stats: c.Stats,
 		}
-		path := memcachedPath(t)
+		path := fixtures.MemcachedPath(t)
 		for j := range servers {
-			b.servers = append(b.servers, &chaosServer{addr: servers[j].addr,
-				kill: func() { servers[j].stop() },
+			b.servers = append(b.servers, &chaosServer{addr: servers[j].Addr,
+				kill: func() { servers[j].Stop() },
 				restart: func() {
-					_, port, _ := net.SplitHostPort(servers[j].addr)
-					s, err := runMemcached(path, "tcp", servers[j].addr, "-l", "127.0.0.1", "-p", port, "-U", "0")
+					_, port, _ := net.SplitHostPort(servers[j].Addr)
+					s, err := fixtures.RunMemcached(path, "tcp", servers[j].Addr, "-l", "127.0.0.1", "-p", port, "-U", "0")
 					if err != nil {
 						t.Fatal(err)
 					}
-					t.Cleanup(s.stop)
+					t.Cleanup(s.Stop)
 					servers[j] = s
 				},
 				hang: func() {
-					if err := servers[j].proc.Signal(syscall.SIGSTOP); err != nil {
+					if err := servers[j].Proc.Signal(syscall.SIGSTOP); err != nil {
 						t.Fatal(err)
 					}
-					waitState(t, servers[j].proc.Pid, 'T')
+					fixtures.WaitState(t, servers[j].Proc.Pid, 'T')
 				},
 				resume: func() {
-					if err := servers[j].proc.Signal(syscall.SIGCONT); err != nil {
+					if err := servers[j].Proc.Signal(syscall.SIGCONT); err != nil {
 						t.Fatal(err)
 					}
 				},
@@ -300,11 +302,11 @@ func TestMemcacheRealHealthCountsOnlyShardFailuresProperty(t *testing.T) {
 			case kind == "expired" || kind == "canceled":
 				return false, shardedclient.Answered
 			case kind == "deadline" && errors.Is(err, context.DeadlineExceeded):
-				wantCallerEnded(t, "GetContext past its deadline", err, i, servers[i].addr, context.DeadlineExceeded)
+				fixtures.WantCallerEnded(t, "GetContext past its deadline", err, i, servers[i].Addr, context.DeadlineExceeded)
 			case state == alive && err != nil && err != gomemcache.ErrCacheMiss:
 				t.Fatalf("GetContext on an alive shard: %v", err)
 			case state != alive:
-				wantFailure(t, err, i, servers[i].addr, state)
+				wantFailure(t, err, i, servers[i].Addr, state)
 			}
 			if state == alive {
 				return true, shardedclient.Answered

@@ -1,4 +1,4 @@
-package integration_test
+package deadline_test
 
 // What counts against a Redis shard, on real redis-servers: the caller's
 // cancel or deadline never does (an expired context, a deadline that ends a
@@ -9,7 +9,6 @@ package integration_test
 import (
 	"context"
 	"errors"
-	"io"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -21,76 +20,22 @@ import (
 
 	shardedredis "github.com/shardedcache/shardedcache/redis"
 	"github.com/shardedcache/shardedcache/shardedclient"
+
+	"github.com/shardedcache/shardedcache/integration_test/internal/fixtures"
 )
-
-// deadlineTimeout is the dial, read and write timeout of the shards here.
-const deadlineTimeout = 300 * time.Millisecond
-
-// deadlineShard is a real shard's options: deadlineTimeout, a pool of
-// poolSize, and MaxRetries and DialerRetries left at their defaults (the
-// package's: no retry, one dial).
-func deadlineShard(addr string, poolSize int) shardedredis.ShardOptions {
-	return shardedredis.ShardOptions{Addr: addr, Options: &goredis.Options{
-		DialTimeout: deadlineTimeout, ReadTimeout: deadlineTimeout, WriteTimeout: deadlineTimeout, PoolSize: poolSize,
-	}}
-}
-
-// startDeadlineShards starts n redis-servers and a ShardedClient over them
-// with health policy h; shard i's pool has pools[i] connections (10 when
-// pools is shorter).
-func startDeadlineShards(t *testing.T, n int, h shardedredis.Health, pools ...int) ([]*redisProc, *shardedredis.ShardedClient) {
-	t.Helper()
-	bin := realRedisBin(t)
-	procs := make([]*redisProc, n)
-	opts := make([]shardedredis.ShardOptions, n)
-	for i := range procs {
-		procs[i] = startRedisProc(t, bin, "")
-		pool := 10
-		if i < len(pools) {
-			pool = pools[i]
-		}
-		opts[i] = deadlineShard(procs[i].addr, pool)
-	}
-	c, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: opts, Health: h})
-	if err != nil {
-		t.Fatal(err)
-	}
-	closeAndSettle(t, c)
-	return procs, c
-}
 
 // ejectAfterTwo is EjectMode with FailureLimit 2 and no rejoin in a test's
 // time.
 var ejectAfterTwo = shardedredis.Health{Mode: shardedclient.EjectMode, FailureLimit: 2, RetryTimeout: time.Hour}
-
-// wantStats fails unless shard i's counters are exactly want (name and
-// address aside).
-func wantStats(t *testing.T, what string, got []shardedclient.ShardStats, i int, want shardedclient.ShardStats) {
-	t.Helper()
-	want.Name, want.Addr = got[i].Name, got[i].Addr
-	if got[i] != want {
-		t.Fatalf("%s: shard %d stats %+v, want %+v", what, i, got[i], want)
-	}
-}
-
-// wantCallerEnded fails unless err is shard i's ShardError and the caller's
-// cause (errors.Is).
-func wantCallerEnded(t *testing.T, what string, err error, i int, addr string, cause error) {
-	t.Helper()
-	wantShardError(t, what, err, i, addr)
-	if !errors.Is(err, cause) {
-		t.Fatalf("%s: %v, want errors.Is(err, %v)", what, err, cause)
-	}
-}
 
 // Eject mode, FailureLimit 2: Gets with an expired or canceled context, and
 // an MGET over every shard with an expired one, fail naming the shard and
 // the caller's cause; they count as requests, never as failures, and eject
 // nothing. The shard then serves the key.
 func TestRealRedisExpiredContextDoesNotEject(t *testing.T) {
-	procs, c := startDeadlineShards(t, 3, ejectAfterTwo)
-	ks := keys(100)
-	key := ks[firstOn(c, ks, 1)]
+	procs, c := fixtures.StartDeadlineShards(t, 3, ejectAfterTwo)
+	ks := fixtures.Keys(100)
+	key := ks[fixtures.FirstOn(c, ks, 1)]
 	if err := c.Set(ctx, key, "v", 0).Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -99,20 +44,20 @@ func TestRealRedisExpiredContextDoesNotEject(t *testing.T) {
 	canceled, cancel2 := context.WithCancel(ctx)
 	cancel2()
 	for range 2 {
-		wantCallerEnded(t, "GET, expired", c.Get(expired, key).Err(), 1, procs[1].addr, context.DeadlineExceeded)
-		wantCallerEnded(t, "GET, canceled", c.Get(canceled, key).Err(), 1, procs[1].addr, context.Canceled)
+		fixtures.WantCallerEnded(t, "GET, expired", c.Get(expired, key).Err(), 1, procs[1].Addr, context.DeadlineExceeded)
+		fixtures.WantCallerEnded(t, "GET, canceled", c.Get(canceled, key).Err(), 1, procs[1].Addr, context.Canceled)
 	}
 	err := c.MGet(expired, ks...).Err()
-	wantCallerEnded(t, "MGET, expired", err, 0, procs[0].addr, context.DeadlineExceeded)
+	fixtures.WantCallerEnded(t, "MGET, expired", err, 0, procs[0].Addr, context.DeadlineExceeded)
 	st := c.Stats()
-	wantStats(t, "after SET, GETs and MGET", st, 1, shardedclient.ShardStats{Requests: 6})
+	fixtures.WantStats(t, "after SET, GETs and MGET", st, 1, shardedclient.ShardStats{Requests: 6})
 	for _, i := range []int{0, 2} {
-		wantStats(t, "after MGET", st, i, shardedclient.ShardStats{Requests: 1})
+		fixtures.WantStats(t, "after MGET", st, i, shardedclient.ShardStats{Requests: 1})
 	}
 	if v, err := c.Get(ctx, key).Result(); err != nil || v != "v" {
 		t.Fatalf("GET after the expired contexts = %q, %v", v, err)
 	}
-	wantStats(t, "after a live GET", c.Stats(), 1, shardedclient.ShardStats{Requests: 7})
+	fixtures.WantStats(t, "after a live GET", c.Stats(), 1, shardedclient.ShardStats{Requests: 7})
 }
 
 // holdPool runs BLPOP for d on the shard of key, through c, so that a shard
@@ -129,7 +74,7 @@ func holdPool(t *testing.T, c *shardedredis.ShardedClient, key string, d time.Du
 		}
 	})
 	t.Cleanup(wg.Wait)
-	poll(t, 5*time.Second, "BLPOP takes the pool's connection", func() error {
+	fixtures.Poll(t, 5*time.Second, "BLPOP takes the pool's connection", func() error {
 		if st := pool.PoolStats(); st.TotalConns != 1 || st.IdleConns != 0 {
 			return errors.New("the connection is free")
 		}
@@ -143,8 +88,8 @@ func holdPool(t *testing.T, c *shardedredis.ShardedClient, key string, d time.Du
 // pool's PoolTimeout (redis.ErrPoolTimeout), fail naming the shard and do
 // not count against it: eject mode, FailureLimit 2, nothing ejected.
 func TestRealRedisBusyPoolIsNotShardFailure(t *testing.T) {
-	procs, c := startDeadlineShards(t, 2, ejectAfterTwo, 1, 1)
-	on1 := byOwner(c, keys(100))[1]
+	procs, c := fixtures.StartDeadlineShards(t, 2, ejectAfterTwo, 1, 1)
+	on1 := fixtures.ByOwner(c, fixtures.Keys(100))[1]
 	key := on1[0]
 	wait := holdPool(t, c, on1[1], 4*time.Second) // outlasts the GETs below
 	for range 2 {
@@ -152,23 +97,23 @@ func TestRealRedisBusyPoolIsNotShardFailure(t *testing.T) {
 		start := time.Now()
 		err := c.Get(tight, key).Err()
 		cancel()
-		wantCallerEnded(t, "GET waiting for the pool past its deadline", err, 1, procs[1].addr, context.DeadlineExceeded)
-		if d := time.Since(start); d > 3*deadlineTimeout {
+		fixtures.WantCallerEnded(t, "GET waiting for the pool past its deadline", err, 1, procs[1].Addr, context.DeadlineExceeded)
+		if d := time.Since(start); d > 3*fixtures.DeadlineTimeout {
 			t.Fatalf("GET waited %v for the pool, its deadline was 50ms", d)
 		}
 	}
-	poolTimeout := deadlineTimeout + time.Second // go-redis's default: ReadTimeout + 1s
+	poolTimeout := fixtures.DeadlineTimeout + time.Second // go-redis's default: ReadTimeout + 1s
 	for range 2 {
 		start := time.Now()
 		err := c.Get(ctx, key).Err()
-		wantCallerEnded(t, "GET waiting out PoolTimeout", err, 1, procs[1].addr, goredis.ErrPoolTimeout)
+		fixtures.WantCallerEnded(t, "GET waiting out PoolTimeout", err, 1, procs[1].Addr, goredis.ErrPoolTimeout)
 		if d := time.Since(start); d < poolTimeout || d > 3*poolTimeout {
 			t.Fatalf("GET waited %v for the pool, PoolTimeout %v", d, poolTimeout)
 		}
 	}
-	wantStats(t, "while BLPOP holds the pool", c.Stats(), 1, shardedclient.ShardStats{Requests: 4})
+	fixtures.WantStats(t, "while BLPOP holds the pool", c.Stats(), 1, shardedclient.ShardStats{Requests: 4})
 	wait()
-	wantStats(t, "after BLPOP", c.Stats(), 1, shardedclient.ShardStats{Requests: 5})
+	fixtures.WantStats(t, "after BLPOP", c.Stats(), 1, shardedclient.ShardStats{Requests: 5})
 }
 
 // A hung shard (SIGSTOP) with a caller's deadline shorter than its read
@@ -177,40 +122,34 @@ func TestRealRedisBusyPoolIsNotShardFailure(t *testing.T) {
 // counts. Without a deadline the shard's own read timeout counts, and two
 // eject it.
 func TestRealRedisHungShardCallerDeadlineVersusReadTimeout(t *testing.T) {
-	procs, c := startDeadlineShards(t, 3, ejectAfterTwo)
-	ks := keys(100)
-	key := ks[firstOn(c, ks, 1)]
-	procs[1].signal(t, syscall.SIGSTOP)
-	defer procs[1].signal(t, syscall.SIGCONT)
+	procs, c := fixtures.StartDeadlineShards(t, 3, ejectAfterTwo)
+	ks := fixtures.Keys(100)
+	key := ks[fixtures.FirstOn(c, ks, 1)]
+	procs[1].Signal(t, syscall.SIGSTOP)
+	defer procs[1].Signal(t, syscall.SIGCONT)
 	for range 3 {
 		tight, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 		err := c.Get(tight, key).Err()
 		cancel()
-		wantCallerEnded(t, "GET on a hung shard past the caller's deadline", err, 1, procs[1].addr, context.DeadlineExceeded)
+		fixtures.WantCallerEnded(t, "GET on a hung shard past the caller's deadline", err, 1, procs[1].Addr, context.DeadlineExceeded)
 	}
-	wantStats(t, "after the caller's deadlines", c.Stats(), 1, shardedclient.ShardStats{Requests: 3})
+	fixtures.WantStats(t, "after the caller's deadlines", c.Stats(), 1, shardedclient.ShardStats{Requests: 3})
 	for n := range 2 {
 		start := time.Now()
 		err := c.Get(ctx, key).Err()
 		var ne interface{ Timeout() bool }
-		if wantShardError(t, "GET on a hung shard", err, 1, procs[1].addr); !errors.As(err, &ne) || !ne.Timeout() || errors.Is(err, context.DeadlineExceeded) {
+		if fixtures.WantShardError(t, "GET on a hung shard", err, 1, procs[1].Addr); !errors.As(err, &ne) || !ne.Timeout() || errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("GET on a hung shard: %v, want the shard's read timeout", err)
 		}
-		if d := time.Since(start); d < deadlineTimeout || d > 3*deadlineTimeout {
-			t.Fatalf("GET on a hung shard took %v, ReadTimeout %v", d, deadlineTimeout)
+		if d := time.Since(start); d < fixtures.DeadlineTimeout || d > 3*fixtures.DeadlineTimeout {
+			t.Fatalf("GET on a hung shard took %v, ReadTimeout %v", d, fixtures.DeadlineTimeout)
 		}
 		want := shardedclient.ShardStats{Requests: uint64(4 + n), Errors: uint64(1 + n)}
 		if n == 1 {
 			want.Ejections, want.Ejected = 1, true
 		}
-		wantStats(t, "after the shard's read timeouts", c.Stats(), 1, want)
+		fixtures.WantStats(t, "after the shard's read timeouts", c.Stats(), 1, want)
 	}
-}
-
-// deadConn reports whether err is what a killed server gives: a refused
-// dial, or a pooled connection found closed or reset.
-func deadConn(err error) bool {
-	return errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET)
 }
 
 // dialCount counts the dials of the clients it is added to.
@@ -235,8 +174,8 @@ func (d *dialCount) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredi
 // defaults); the failures count, and the second ejects the shard, whose
 // keys then go to another shard.
 func TestRealRedisKilledShardFailsWithinOneAttempt(t *testing.T) {
-	procs, c := startDeadlineShards(t, 3, ejectAfterTwo)
-	ks := keys(300)
+	procs, c := fixtures.StartDeadlineShards(t, 3, ejectAfterTwo)
+	ks := fixtures.Keys(300)
 	for _, k := range ks {
 		if err := c.Set(ctx, k, "v", 0).Err(); err != nil {
 			t.Fatal(err)
@@ -249,30 +188,30 @@ func TestRealRedisKilledShardFailsWithinOneAttempt(t *testing.T) {
 	if o := c.ShardOptions()[1]; o.MaxRetries != 0 || o.DialerRetries != 1 {
 		t.Fatalf("shard options MaxRetries %d, DialerRetries %d; want 0 and 1", o.MaxRetries, o.DialerRetries)
 	}
-	onDead := byOwner(c, ks)[1]
+	onDead := fixtures.ByOwner(c, ks)[1]
 	sets := uint64(len(onDead)) // the SETs above, its requests so far
-	procs[1].kill()
+	procs[1].Kill()
 	for n, k := range onDead[:2] {
 		before := dials.n.Load()
 		start := time.Now()
 		err := c.Get(ctx, k).Err()
 		d := time.Since(start)
-		wantShardError(t, "GET on the killed shard", err, 1, procs[1].addr)
+		fixtures.WantShardError(t, "GET on the killed shard", err, 1, procs[1].Addr)
 		dialed := dials.n.Load() - before
 		switch refused := errors.Is(err, syscall.ECONNREFUSED); {
 		case refused && dialed == 1:
-		case !refused && deadConn(err) && dialed == 0: // a pooled connection
+		case !refused && fixtures.DeadConn(err) && dialed == 0: // a pooled connection
 		default:
 			t.Fatalf("GET on the killed shard: %v after %d dials; want one refused dial, or a broken pooled connection", err, dialed)
 		}
-		if d > 3*deadlineTimeout {
-			t.Fatalf("GET on the killed shard took %v, 3 dial timeouts are %v", d, 3*deadlineTimeout)
+		if d > 3*fixtures.DeadlineTimeout {
+			t.Fatalf("GET on the killed shard took %v, 3 dial timeouts are %v", d, 3*fixtures.DeadlineTimeout)
 		}
 		want := shardedclient.ShardStats{Requests: sets + uint64(1+n), Errors: uint64(1 + n)}
 		if n == 1 {
 			want.Ejections, want.Ejected = 1, true
 		}
-		wantStats(t, "after GETs on the killed shard", c.Stats(), 1, want)
+		fixtures.WantStats(t, "after GETs on the killed shard", c.Stats(), 1, want)
 	}
 	if i := c.GetShardInfo(onDead[2]).Index; i == 1 {
 		t.Fatalf("%s still goes to the ejected shard", onDead[2])
@@ -317,7 +256,7 @@ func TestRealRedisProbeFindsKilledShardInOneProbe(t *testing.T) {
 			}
 		},
 	}
-	procs, c := startDeadlineShards(t, 2, h)
+	procs, c := fixtures.StartDeadlineShards(t, 2, h)
 	time.Sleep(2 * interval) // probes of the live shards
 	mu.Lock()
 	n := len(failed)
@@ -326,7 +265,7 @@ func TestRealRedisProbeFindsKilledShardInOneProbe(t *testing.T) {
 		t.Fatalf("%d probes of live shards failed", n)
 	}
 	killed := time.Now()
-	procs[1].kill()
+	procs[1].Kill()
 	var at [2]time.Time
 	for j := range at {
 		select {
@@ -340,7 +279,7 @@ func TestRealRedisProbeFindsKilledShardInOneProbe(t *testing.T) {
 	mu.Unlock()
 	// The first probe may find a pooled connection broken by the kill; the
 	// next dials, and is refused.
-	if !deadConn(first.err) || !errors.Is(second.err, syscall.ECONNREFUSED) {
+	if !fixtures.DeadConn(first.err) || !errors.Is(second.err, syscall.ECONNREFUSED) {
 		t.Fatalf("failed probes: %v, then %v; want a refused or broken connection, then connection refused", first.err, second.err)
 	}
 	for _, p := range []probe{first, second} {
@@ -372,8 +311,8 @@ func pauseServer(t *testing.T, addr string, d time.Duration) {
 // the failure is the caller's (it closed the client), not the shard's:
 // with FailureLimit 1 nothing is counted, ejected or reported as a failure.
 func TestRealRedisCloseDuringCommandIsNotShardFailure(t *testing.T) {
-	bin := realRedisBin(t)
-	procs := []*redisProc{startRedisProc(t, bin, ""), startRedisProc(t, bin, "")}
+	bin := fixtures.RealRedisBin(t)
+	procs := []*fixtures.RedisProc{fixtures.StartRedisProc(t, bin, ""), fixtures.StartRedisProc(t, bin, "")}
 	var failures atomic.Int64
 	h := shardedredis.Health{Mode: shardedclient.EjectMode, FailureLimit: 1, RetryTimeout: time.Hour,
 		OnEvent: func(e shardedclient.Event) {
@@ -383,17 +322,17 @@ func TestRealRedisCloseDuringCommandIsNotShardFailure(t *testing.T) {
 		}}
 	opts := make([]shardedredis.ShardOptions, len(procs))
 	for i, p := range procs {
-		opts[i] = shardedredis.ShardOptions{Addr: p.addr, Options: &goredis.Options{ReadTimeout: 3 * time.Second}}
+		opts[i] = shardedredis.ShardOptions{Addr: p.Addr, Options: &goredis.Options{ReadTimeout: 3 * time.Second}}
 	}
 	c, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: opts, Health: h})
 	if err != nil {
 		t.Fatal(err)
 	}
-	key := byOwner(c, keys(100))[1][0]
+	key := fixtures.ByOwner(c, fixtures.Keys(100))[1][0]
 	if err := c.Set(ctx, key, "v", 0).Err(); err != nil {
 		t.Fatal(err)
 	}
-	pauseServer(t, procs[1].addr, time.Second)
+	pauseServer(t, procs[1].Addr, time.Second)
 	done := make(chan error, 1)
 	go func() { done <- c.Get(ctx, key).Err() }()
 	time.Sleep(200 * time.Millisecond) // the GET waits on the paused shard
@@ -401,11 +340,11 @@ func TestRealRedisCloseDuringCommandIsNotShardFailure(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = <-done
-	wantShardError(t, "GET cut short by Close", err, 1, procs[1].addr)
+	fixtures.WantShardError(t, "GET cut short by Close", err, 1, procs[1].Addr)
 	if !errors.Is(err, goredis.ErrClosed) {
 		t.Errorf("GET cut short by Close: %v, want errors.Is(err, redis.ErrClosed)", err)
 	}
-	wantStats(t, "after Close", c.Stats(), 1, shardedclient.ShardStats{Requests: 2}) // the SET and the GET
+	fixtures.WantStats(t, "after Close", c.Stats(), 1, shardedclient.ShardStats{Requests: 2}) // the SET and the GET
 	if n := failures.Load(); n != 0 {
 		t.Errorf("%d failure or ejection events after Close, want 0", n)
 	}
@@ -416,8 +355,8 @@ func TestRealRedisCloseDuringCommandIsNotShardFailure(t *testing.T) {
 // *ShardError matching context.DeadlineExceeded (and so does Watch, which
 // returns fn's error), and counts as a request, not a failure.
 func TestRealRedisWatchTxCommandCallerDeadline(t *testing.T) {
-	procs, c := startDeadlineShards(t, 2, ejectAfterTwo)
-	key := byOwner(c, keys(100))[1][0]
+	procs, c := fixtures.StartDeadlineShards(t, 2, ejectAfterTwo)
+	key := fixtures.ByOwner(c, fixtures.Keys(100))[1][0]
 	if err := c.Set(ctx, key, "v", 0).Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -425,18 +364,18 @@ func TestRealRedisWatchTxCommandCallerDeadline(t *testing.T) {
 	defer cancel()
 	var getErr error
 	err := c.Watch(tight, func(tx *goredis.Tx) error {
-		pauseServer(t, procs[1].addr, time.Second)
+		pauseServer(t, procs[1].Addr, time.Second)
 		getErr = tx.Get(tight, key).Err()
 		return getErr
 	}, key)
-	wantCallerEnded(t, "the GET of Watch's Tx past the caller's deadline", getErr, 1, procs[1].addr, context.DeadlineExceeded)
+	fixtures.WantCallerEnded(t, "the GET of Watch's Tx past the caller's deadline", getErr, 1, procs[1].Addr, context.DeadlineExceeded)
 	if err != getErr {
 		t.Errorf("Watch returned %v, want fn's error %v", err, getErr)
 	}
 	// The SET, the GET and the UNWATCH that ends the Tx: requests, no
 	// failure. (Watch reports its WATCH with its own outcome, unless fn's
 	// error ends it, as here.)
-	wantStats(t, "after Watch", c.Stats(), 1, shardedclient.ShardStats{Requests: 3})
+	fixtures.WantStats(t, "after Watch", c.Stats(), 1, shardedclient.ShardStats{Requests: 3})
 }
 
 // In a resharding window, the first command on a moving key moves it under
@@ -445,20 +384,20 @@ func TestRealRedisWatchTxCommandCallerDeadline(t *testing.T) {
 // first caller's move, the second's 100 ms GET ends with its deadline
 // before the pause does, and nothing counts against any shard.
 func TestRealRedisKeyLockWaitEndsWithCallerDeadline(t *testing.T) {
-	bin := realRedisBin(t)
-	procs := make([]*redisProc, 3)
+	bin := fixtures.RealRedisBin(t)
+	procs := make([]*fixtures.RedisProc, 3)
 	opts := make([]shardedredis.ShardOptions, 3)
 	for i := range procs {
-		procs[i] = startRedisProc(t, bin, "")
-		opts[i] = shardedredis.ShardOptions{Name: string(rune('a' + i)), Addr: procs[i].addr,
+		procs[i] = fixtures.StartRedisProc(t, bin, "")
+		opts[i] = shardedredis.ShardOptions{Name: string(rune('a' + i)), Addr: procs[i].Addr,
 			Options: &goredis.Options{ReadTimeout: 3 * time.Second}}
 	}
 	c, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: opts[:2], Health: ejectAfterTwo})
 	if err != nil {
 		t.Fatal(err)
 	}
-	closeAndSettle(t, c)
-	ks := keys(200)
+	fixtures.CloseAndSettle(t, c)
+	ks := fixtures.Keys(200)
 	before := map[string]int{}
 	for _, k := range ks {
 		before[k] = c.GetShardInfo(k).Index
@@ -469,9 +408,9 @@ func TestRealRedisKeyLockWaitEndsWithCallerDeadline(t *testing.T) {
 	if err := c.BeginResharding(opts); err != nil {
 		t.Fatal(err)
 	}
-	key := byOwner(c, ks)[2][0]
+	key := fixtures.ByOwner(c, ks)[2][0]
 	const pause = time.Second
-	pauseServer(t, procs[before[key]].addr, pause)
+	pauseServer(t, procs[before[key]].Addr, pause)
 	paused := time.Now()
 	first := make(chan error, 1)
 	go func() { first <- c.Get(ctx, key).Err() }() // moves key; its DUMP waits on the paused old owner

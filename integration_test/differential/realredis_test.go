@@ -1,4 +1,4 @@
-package integration_test
+package differential_test
 
 // The differential test of differential_test.go on real redis-server
 // processes: one single server and four shards per variant. The script adds
@@ -17,6 +17,8 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	shardedredis "github.com/shardedcache/shardedcache/redis"
+
+	"github.com/shardedcache/shardedcache/integration_test/internal/fixtures"
 )
 
 // startRedisServer starts a redis-server for the differential test (see
@@ -24,15 +26,15 @@ import (
 // the default hz 10 checks timeouts every 100 ms), and returns its address.
 func startRedisServer(t *testing.T, bin string) string {
 	t.Helper()
-	return startRedisProc(t, bin, "", "--hz", "100").addr
+	return fixtures.StartRedisProc(t, bin, "", "--hz", "100").Addr
 }
 
 func TestDifferentialRealRedis(t *testing.T) {
-	bin := realRedisBin(t)
-	seed := diffSeed(t)
+	bin := fixtures.RealRedisBin(t)
+	seed := fixtures.DiffSeed(t)
 	t.Logf("seed=%d (rerun with -seed %d or DIFF_SEED=%d); %s", seed, seed, seed, redisVersion(bin))
-	for _, v := range diffVariants {
-		t.Run(v.name, func(t *testing.T) {
+	for _, v := range fixtures.DiffVariants {
+		t.Run(v.Name, func(t *testing.T) {
 			newClient := func(addr string) *goredis.Client {
 				c := goredis.NewClient(&goredis.Options{Addr: addr, MaxRetries: -1})
 				t.Cleanup(func() { _ = c.Close() })
@@ -46,11 +48,11 @@ func TestDifferentialRealRedis(t *testing.T) {
 				shards[i] = shardedredis.ShardOptions{Addr: addr, Options: &goredis.Options{MaxRetries: -1}}
 				direct[i] = newClient(addr)
 			}
-			opt := &shardedredis.ShardedOptions{Shards: shards, Placement: v.p}
-			if v.ap {
-				withAP(opt)
+			opt := &shardedredis.ShardedOptions{Shards: shards, Placement: v.P}
+			if v.AP {
+				fixtures.WithAP(opt)
 			}
-			sharded, err := shardedredis.NewShardedClient(withAPEnv(opt))
+			sharded, err := shardedredis.NewShardedClient(fixtures.WithAPEnv(opt))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -59,9 +61,9 @@ func TestDifferentialRealRedis(t *testing.T) {
 					t.Error(err)
 				}
 			})
-			runDifferential(t, diffEnv{
-				seed: seed, real: true, pipeline: v.pipeline, single: single, sharded: sharded,
-				holders: func(key string) []int {
+			fixtures.RunDifferential(t, fixtures.DiffEnv{
+				Seed: seed, Real: true, Pipeline: v.Pipeline, Single: single, Sharded: sharded,
+				Holders: func(key string) []int {
 					var out []int
 					for i, c := range direct {
 						n, err := c.Exists(ctx, key).Result()

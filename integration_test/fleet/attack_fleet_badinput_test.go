@@ -1,15 +1,17 @@
-package integration_test
+package fleet_test
 
 import (
 	"testing"
 
 	"github.com/shardedcache/shardedcache/fleet"
+
+	"github.com/shardedcache/shardedcache/integration_test/internal/fixtures"
 )
 
 // TestAttackFleetBadInput: JoinFleet with a nil store, and with an invalid
 // initial list, returns an error (no panic).
 func TestAttackFleetBadInput(t *testing.T) {
-	list, c := attackFleetSetup(t, 1)
+	list, c := fixtures.AttackFleetSetup(t, 1)
 	if _, err := c.JoinFleet(ctx, nil, fleet.MemberOptions{}); err == nil {
 		t.Error("JoinFleet(nil store) = nil error")
 	} else {

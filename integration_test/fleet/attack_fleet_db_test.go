@@ -1,11 +1,14 @@
-package integration_test
+package fleet_test
 
 import (
-	goredis "github.com/redis/go-redis/v9"
 	"testing"
+
+	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/shardedcache/shardedcache/fleet"
 	shardedredis "github.com/shardedcache/shardedcache/redis"
+
+	"github.com/shardedcache/shardedcache/integration_test/internal/fixtures"
 )
 
 // TestAttackFleetMoveToOtherDB: a fleet resharding that moves shard s1 to
@@ -13,13 +16,13 @@ import (
 // DB 0.
 func TestAttackFleetMoveToOtherDB(t *testing.T) {
 	const n = 200
-	list, c, store := attackFleetJoined(t, 2, "db:", n)
+	list, c, store := fixtures.AttackFleetJoined(t, 2, "db:", n)
 	target := append([]fleet.Shard(nil), list...)
 	target[1].DB = 1
 	if _, err := fleet.Reshard(ctx, store, c.FleetBackend(shardedredis.MigrateOptions{}), target, fleet.DriverOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	lost := attackLost(c, "db:", n)
+	lost := fixtures.AttackLost(c, "db:", n)
 	raw := func(db int) int64 {
 		r := goredis.NewClient(&goredis.Options{Addr: list[1].Addr, DB: db})
 		defer r.Close()

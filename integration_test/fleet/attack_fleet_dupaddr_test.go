@@ -1,4 +1,4 @@
-package integration_test
+package fleet_test
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 
 	"github.com/shardedcache/shardedcache/fleet"
 	shardedredis "github.com/shardedcache/shardedcache/redis"
+
+	"github.com/shardedcache/shardedcache/integration_test/internal/fixtures"
 )
 
 // TestAttackFleetDuplicateAddressTarget: a target list that names one
@@ -15,7 +17,7 @@ import (
 // it before storing anything. Observed: the check comes after the fence,
 // and the fleet is left in Moving with its sources fenced.
 func TestAttackFleetDuplicateAddressTarget(t *testing.T) {
-	list, c, store := attackFleetJoined(t, 2, "du:", 100)
+	list, c, store := fixtures.AttackFleetJoined(t, 2, "du:", 100)
 	bad := append(append([]fleet.Shard(nil), list...), fleet.Shard{Name: "s2", Addr: list[0].Addr})
 	_, rerr := fleet.Reshard(ctx, store, c.FleetBackend(shardedredis.MigrateOptions{}), bad, fleet.DriverOptions{})
 	st, _, _ := store.Load(ctx)

@@ -1,85 +1,16 @@
-package integration_test
+package fleet_test
 
 import (
-	"bytes"
-	"context"
 	"fmt"
-	"net"
-	"sync"
 	"testing"
-	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/shardedcache/shardedcache/fleet"
 	shardedredis "github.com/shardedcache/shardedcache/redis"
+
+	"github.com/shardedcache/shardedcache/integration_test/internal/fixtures"
 )
-
-// attackExpiredLockStore gives its driver a lease that it does not hold in
-// the store: a driver whose lease expired while it was paused.
-type attackExpiredLockStore struct{ *fleet.MemStore }
-
-type attackNoLease struct{}
-
-func (attackNoLease) Lost() <-chan struct{}        { return nil }
-func (attackNoLease) Unlock(context.Context) error { return nil }
-
-func (attackExpiredLockStore) Lock(context.Context, time.Duration) (fleet.Lease, error) {
-	return attackNoLease{}, nil
-}
-
-// attackHoldConn holds a write that contains marker until release is
-// closed (a packet delayed in the network, a paused process), then sends it.
-type attackHoldConn struct {
-	net.Conn
-	marker  []byte
-	held    chan struct{}
-	release chan struct{}
-	once    *sync.Once
-}
-
-func (c attackHoldConn) Write(p []byte) (int, error) {
-	if bytes.Contains(p, c.marker) {
-		c.once.Do(func() { close(c.held) })
-		<-c.release
-	}
-	return c.Conn.Write(p)
-}
-
-// attackHeldDriver starts driver D1 of the change from list[:2] to
-// list[:3] (shards are list's options), whose lock is taken as lost at
-// once, with the first write to list[2] that holds marker held back in the
-// network; it returns once that write is held, with the channel that
-// releases it and the one D1's end is sent on.
-func attackHeldDriver(t *testing.T, shards []shardedredis.ShardOptions, list []fleet.Shard, store *fleet.MemStore, marker, what string) (release chan struct{}, d1done chan error) {
-	t.Helper()
-	held, release := make(chan struct{}), make(chan struct{})
-	var once sync.Once
-	d1, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: shards[:2], Options: &goredis.Options{
-		Dialer: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			cn, err := (&net.Dialer{}).DialContext(ctx, network, addr)
-			if err != nil || addr != list[2].Addr {
-				return cn, err
-			}
-			return attackHoldConn{Conn: cn, marker: []byte(marker), held: held, release: release, once: &once}, nil
-		},
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { d1.Close() })
-	d1done = make(chan error, 1)
-	go func() {
-		_, err := fleet.Reshard(ctx, attackExpiredLockStore{store}, d1.FleetBackend(shardedredis.MigrateOptions{}), list[:3], fleet.DriverOptions{})
-		d1done <- err
-	}()
-	select {
-	case <-held:
-	case <-time.After(10 * time.Second):
-		t.Fatal(what)
-	}
-	return release, d1done
-}
 
 // TestAttackFleetLateDropStale: driver D1 of change X (2 -> 3 shards) sends
 // its removal of stale copies to the new shard s2; the EVAL is delayed in
@@ -90,7 +21,7 @@ func attackHeldDriver(t *testing.T, shards []shardedredis.ShardOptions, list []f
 // Expected (package fleet: "every server-side operation it may still have
 // in flight is ... safe whenever it lands"): the write survives.
 func TestAttackFleetLateDropStale(t *testing.T) {
-	shards, list := fleetServers(t, 4)
+	shards, list := fixtures.FleetServers(t, 4)
 	probe := func(n int) *shardedredis.ShardedClient {
 		c, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: shards[:n]})
 		if err != nil {
@@ -125,7 +56,7 @@ func TestAttackFleetLateDropStale(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	release, d1done := attackHeldDriver(t, shards, list, store, "UNLINK", "D1's removal of stale copies was not sent")
+	release, d1done := fixtures.AttackHeldDriver(t, shards, list, store, "UNLINK", "D1's removal of stale copies was not sent")
 	backend := c.FleetBackend(shardedredis.MigrateOptions{})
 	if _, err := fleet.Resume(ctx, store, backend, fleet.DriverOptions{}); err != nil {
 		t.Fatal(err)

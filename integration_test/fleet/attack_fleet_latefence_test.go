@@ -1,4 +1,4 @@
-package integration_test
+package fleet_test
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 
 	"github.com/shardedcache/shardedcache/fleet"
 	shardedredis "github.com/shardedcache/shardedcache/redis"
+
+	"github.com/shardedcache/shardedcache/integration_test/internal/fixtures"
 )
 
 // attackReleaseBeforeMigrate releases a held write, waits for its driver
@@ -31,7 +33,7 @@ func (b attackReleaseBeforeMigrate) Migrate(ctx context.Context, st fleet.State,
 // refused (NOTMOVED) and the migration of Y cannot finish, nor can Resume
 // finish it (it does not fence again).
 func TestAttackFleetLateFence(t *testing.T) {
-	shards, list := fleetServers(t, 4)
+	shards, list := fixtures.FleetServers(t, 4)
 	c, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: shards[:2]})
 	if err != nil {
 		t.Fatal(err)
@@ -48,7 +50,7 @@ func TestAttackFleetLateFence(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	release, d1done := attackHeldDriver(t, shards, list, store, "\r\nmoved\r\n", "D1's fence of s2 was not sent")
+	release, d1done := fixtures.AttackHeldDriver(t, shards, list, store, "\r\nmoved\r\n", "D1's fence of s2 was not sent")
 	backend := c.FleetBackend(shardedredis.MigrateOptions{})
 	if _, err := fleet.Resume(ctx, store, backend, fleet.DriverOptions{}); err != nil {
 		t.Fatal(err)

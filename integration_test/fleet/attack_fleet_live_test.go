@@ -1,4 +1,4 @@
-package integration_test
+package fleet_test
 
 import (
 	"context"
@@ -13,6 +13,8 @@ import (
 
 	"github.com/shardedcache/shardedcache/fleet"
 	shardedredis "github.com/shardedcache/shardedcache/redis"
+
+	"github.com/shardedcache/shardedcache/integration_test/internal/fixtures"
 )
 
 // TestAttackFleetLiveCounters: two members of one fleet (A, B) on real
@@ -23,7 +25,7 @@ import (
 // replies). At the end every key holds its last acknowledged value or a
 // later attempt, with a TTL, and no shard holds a stray copy.
 func TestAttackFleetLiveCounters(t *testing.T) {
-	shards, list := fleetServers(t, 4)
+	shards, list := fixtures.FleetServers(t, 4)
 	newClient := func(o *goredis.Options) *shardedredis.ShardedClient {
 		c, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: shards[:3], Options: o})
 		if err != nil {

@@ -1,4 +1,4 @@
-package integration_test
+package fleet_test
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 
 	"github.com/shardedcache/shardedcache/fleet"
 	shardedredis "github.com/shardedcache/shardedcache/redis"
+
+	"github.com/shardedcache/shardedcache/integration_test/internal/fixtures"
 )
 
 // TestAttackFleetRestartWithNewStore: a process reshards 2 -> 3 through a
@@ -17,7 +19,7 @@ import (
 // Expected: a restarted process (or a fleet with a fresh etcd prefix)
 // can use the servers.
 func TestAttackFleetRestartWithNewStore(t *testing.T) {
-	shards, list := fleetServers(t, 3)
+	shards, list := fixtures.FleetServers(t, 3)
 	run := func(n int) *shardedredis.ShardedClient {
 		c, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: shards[:n]})
 		if err != nil {

@@ -1,4 +1,4 @@
-package integration_test
+package fleet_test
 
 import (
 	"fmt"
@@ -6,15 +6,17 @@ import (
 
 	"github.com/shardedcache/shardedcache/fleet"
 	shardedredis "github.com/shardedcache/shardedcache/redis"
+
+	"github.com/shardedcache/shardedcache/integration_test/internal/fixtures"
 )
 
 // TestAttackFleetTwoDBsOneServer: shards on DB 0 and DB 1 of one server,
 // 2 -> 3 (a third on DB 2 of the same server). Every key must survive,
 // with no copy left on a DB that does not own it.
 func TestAttackFleetTwoDBsOneServer(t *testing.T) {
-	p := startRedisProc(t, realRedisBin(t), "")
-	list := []fleet.Shard{{Name: "a", Addr: p.addr}, {Name: "b", Addr: p.addr, DB: 1}, {Name: "c", Addr: p.addr, DB: 2}}
-	c, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: []shardedredis.ShardOptions{{Name: "a", Addr: p.addr}}})
+	p := fixtures.StartRedisProc(t, fixtures.RealRedisBin(t), "")
+	list := []fleet.Shard{{Name: "a", Addr: p.Addr}, {Name: "b", Addr: p.Addr, DB: 1}, {Name: "c", Addr: p.Addr, DB: 2}}
+	c, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: []shardedredis.ShardOptions{{Name: "a", Addr: p.Addr}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package integration_test
+package memcache_test
 
 import (
 	"errors"
@@ -11,21 +11,23 @@ import (
 
 	shardedmc "github.com/shardedcache/shardedcache/memcache"
 	"github.com/shardedcache/shardedcache/shardedclient"
+
+	"github.com/shardedcache/shardedcache/integration_test/internal/fixtures"
 )
 
 // casFixture is three memcached servers a, d and e, and a client c over
 // shards "a" and "d" (EjectMode, FailureLimit 1, Timeout and RetryTimeout
 // 200 ms), closed at the end of the test, when a is resumed too.
 type casFixture struct {
-	a, d, e *mcServer
+	a, d, e *fixtures.MCServer
 	c       *shardedmc.ShardedClient
 	three   []shardedmc.ShardOptions // a, d and e
 }
 
 func newCASFixture(t *testing.T) *casFixture {
-	f := &casFixture{a: startRealMemcached(t), d: startRealMemcached(t), e: startRealMemcached(t)}
-	t.Cleanup(func() { _ = f.a.proc.Signal(syscall.SIGCONT) })
-	f.three = []shardedmc.ShardOptions{{Name: "a", Addr: f.a.addr}, {Name: "d", Addr: f.d.addr}, {Name: "e", Addr: f.e.addr}}
+	f := &casFixture{a: fixtures.StartRealMemcached(t), d: fixtures.StartRealMemcached(t), e: fixtures.StartRealMemcached(t)}
+	t.Cleanup(func() { _ = f.a.Proc.Signal(syscall.SIGCONT) })
+	f.three = []shardedmc.ShardOptions{{Name: "a", Addr: f.a.Addr}, {Name: "d", Addr: f.d.Addr}, {Name: "e", Addr: f.e.Addr}}
 	var err error
 	f.c, err = shardedmc.NewShardedClient(&shardedmc.ShardedOptions{Shards: f.three[:2], Timeout: 200 * time.Millisecond,
 		Health: shardedmc.Health{Mode: shardedclient.EjectMode, FailureLimit: 1, RetryTimeout: 200 * time.Millisecond}})
@@ -68,7 +70,7 @@ func advance(t *testing.T, addrs ...string) {
 
 // ejectA stops a and gets key, which fails and ejects it.
 func (f *casFixture) ejectA(t *testing.T, key string) {
-	if err := f.a.proc.Signal(syscall.SIGSTOP); err != nil {
+	if err := f.a.Proc.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(50 * time.Millisecond)
@@ -80,7 +82,7 @@ func (f *casFixture) ejectA(t *testing.T, key string) {
 
 // rejoinA resumes a and waits until it has rejoined.
 func (f *casFixture) rejoinA(t *testing.T) {
-	if err := f.a.proc.Signal(syscall.SIGCONT); err != nil {
+	if err := f.a.Proc.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
 	for deadline := time.Now().Add(5 * time.Second); f.c.Stats()[0].Ejected; time.Sleep(10 * time.Millisecond) {
@@ -146,7 +148,7 @@ func TestMemcacheCASTokenAcrossEjection(t *testing.T) {
 	k := f.keysOfA(t, 1)[0]
 	ofA := f.setGet(t, k, "v1")
 	f.ejectA(t, k)
-	f.wantRefused(t, "on the stand-in, a's token", ofA, f.d.addr)
+	f.wantRefused(t, "on the stand-in, a's token", ofA, f.d.Addr)
 	ofD, err := f.c.Get(k)
 	if err != nil {
 		t.Fatal(err)
@@ -157,7 +159,7 @@ func TestMemcacheCASTokenAcrossEjection(t *testing.T) {
 	}
 	ofD = f.setGet(t, k, "v4")
 	f.rejoinA(t)
-	f.wantRefused(t, "on a, back, the stand-in's token", ofD, f.a.addr)
+	f.wantRefused(t, "on a, back, the stand-in's token", ofD, f.a.Addr)
 }
 
 // A stand-in's token names its stand-in: a list change that makes another
@@ -173,7 +175,7 @@ func TestMemcacheCASStandInTokenAcrossListChange(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			f := newCASFixture(t)
 			keys := f.keysOfA(t, 100)
-			advance(t, f.d.addr) // d's counter ahead of e's
+			advance(t, f.d.Addr) // d's counter ahead of e's
 			f.ejectA(t, keys[0])
 			ofD := map[string]*gomemcache.Item{}
 			for _, k := range keys {
@@ -184,7 +186,7 @@ func TestMemcacheCASStandInTokenAcrossListChange(t *testing.T) {
 			}
 			for _, k := range keys {
 				if f.c.GetShardInfo(k).Name == "e" {
-					f.wantRefused(t, "on e, d's token", ofD[k], f.e.addr)
+					f.wantRefused(t, "on e, d's token", ofD[k], f.e.Addr)
 					return
 				}
 			}
@@ -200,12 +202,12 @@ func TestMemcacheCASStandInTokenAcrossListChange(t *testing.T) {
 func TestMemcacheCASStandInTokenInWindowAfterRejoin(t *testing.T) {
 	f := newCASFixture(t)
 	k := f.keysOfA(t, 1)[0]
-	advance(t, f.d.addr, f.e.addr) // the stand-ins' counters ahead of a's
+	advance(t, f.d.Addr, f.e.Addr) // the stand-ins' counters ahead of a's
 	if err := f.c.BeginResharding(f.three, shardedmc.ReshardOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	f.ejectA(t, k)
 	old := f.setGet(t, k, "v1") // on the stand-in
 	f.rejoinA(t)
-	f.wantRefused(t, "on a, back, the stand-in's token", old, f.a.addr)
+	f.wantRefused(t, "on a, back, the stand-in's token", old, f.a.Addr)
 }

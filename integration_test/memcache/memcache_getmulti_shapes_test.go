@@ -1,4 +1,4 @@
-package integration_test
+package memcache_test
 
 import (
 	"maps"
@@ -10,6 +10,8 @@ import (
 	"github.com/bradfitz/gomemcache/memcache"
 
 	shardedmc "github.com/shardedcache/shardedcache/memcache"
+
+	"github.com/shardedcache/shardedcache/integration_test/internal/fixtures"
 )
 
 // TestGetMultiShapes runs GetMulti on four real memcacheds with keys
@@ -19,7 +21,7 @@ import (
 func TestGetMultiShapes(t *testing.T) {
 	var opts []shardedmc.ShardOptions
 	for i := range 4 {
-		opts = append(opts, shardedmc.ShardOptions{Name: "mc-" + strconv.Itoa(i), Addr: startRealMemcached(t).addr})
+		opts = append(opts, shardedmc.ShardOptions{Name: "mc-" + strconv.Itoa(i), Addr: fixtures.StartRealMemcached(t).Addr})
 	}
 	c, err := shardedmc.NewShardedClient(&shardedmc.ShardedOptions{Shards: opts})
 	if err != nil {

@@ -1,4 +1,4 @@
-package integration_test
+package memcache_test
 
 import (
 	"bufio"
@@ -12,6 +12,8 @@ import (
 	gomemcache "github.com/bradfitz/gomemcache/memcache"
 
 	shardedmc "github.com/shardedcache/shardedcache/memcache"
+
+	"github.com/shardedcache/shardedcache/integration_test/internal/fixtures"
 )
 
 // An item stored by another meta client with a binary key ("ms <base64> b")
@@ -22,9 +24,9 @@ import (
 // deleted an unrelated key of that name from the old one), and GetMulti
 // must return the key it was asked.
 func TestReshardMovesItemStoredWithBinaryKey(t *testing.T) {
-	a, b := startRealMemcached(t), startRealMemcached(t)
-	first := []shardedmc.ShardOptions{{Name: "a", Addr: a.addr}}
-	next := []shardedmc.ShardOptions{{Name: "a", Addr: a.addr}, {Name: "b", Addr: b.addr}}
+	a, b := fixtures.StartRealMemcached(t), fixtures.StartRealMemcached(t)
+	first := []shardedmc.ShardOptions{{Name: "a", Addr: a.Addr}}
+	next := []shardedmc.ShardOptions{{Name: "a", Addr: a.Addr}, {Name: "b", Addr: b.Addr}}
 	plan, err := shardedmc.NewShardedClient(&shardedmc.ShardedOptions{Shards: next})
 	if err != nil {
 		t.Fatal(err)
@@ -48,7 +50,7 @@ func TestReshardMovesItemStoredWithBinaryKey(t *testing.T) {
 	defer c.Close()
 	for i, k := range moving {
 		v := "binary-" + strconv.Itoa(i)
-		line := metaRaw(t, a.addr, "ms "+base64.StdEncoding.EncodeToString([]byte(k))+" "+strconv.Itoa(len(v))+" b\r\n"+v+"\r\n")
+		line := metaRaw(t, a.Addr, "ms "+base64.StdEncoding.EncodeToString([]byte(k))+" "+strconv.Itoa(len(v))+" b\r\n"+v+"\r\n")
 		if line != "HD" {
 			t.Fatalf("ms of %q in base64: %q", k, line)
 		}
@@ -67,7 +69,7 @@ func TestReshardMovesItemStoredWithBinaryKey(t *testing.T) {
 		items[enc] == nil || string(items[enc].Value) != "unrelated" {
 		t.Errorf("GetMulti(%q, %q) in the window = %d items %v, %v; want binary-1 and unrelated", moving[1], enc, len(items), items, err)
 	}
-	onB := gomemcache.New(b.addr)
+	onB := gomemcache.New(b.Addr)
 	defer onB.Close()
 	for _, k := range moving {
 		if it, err := onB.Get(k); err != nil {

@@ -1,4 +1,4 @@
-package integration_test
+package memcache_test
 
 // The randomized reference-model test of memcache resharding (issue 10), on
 // five real memcached servers: random writes, deletes, reads, cold
@@ -22,11 +22,13 @@ import (
 	gomemcache "github.com/bradfitz/gomemcache/memcache"
 
 	shardedmc "github.com/shardedcache/shardedcache/memcache"
+
+	"github.com/shardedcache/shardedcache/integration_test/internal/fixtures"
 )
 
 // mcModel is the reference model of one seed's run on real memcached.
 type mcModel struct {
-	modelCore
+	fixtures.ModelCore
 	direct []*gomemcache.Client // one per server, kept across steps
 	c      *shardedmc.ShardedClient
 	used   map[string]bool // in a window: the keys it has moved
@@ -36,47 +38,47 @@ type mcModel struct {
 // per seed, on five real memcached servers (started once, emptied for each
 // seed).
 func TestReshardModelMemcache(t *testing.T) {
-	servers := make([]*mcServer, 5)
+	servers := make([]*fixtures.MCServer, 5)
 	for i := range servers {
-		servers[i] = startRealMemcached(t)
+		servers[i] = fixtures.StartRealMemcached(t)
 	}
-	for _, seed := range modelSeeds(t) {
+	for _, seed := range fixtures.ModelSeeds(t) {
 		t.Run("seed="+strconv.FormatInt(seed, 10), func(t *testing.T) {
-			runMemcacheModel(t, servers, seed, *modelOps)
+			runMemcacheModel(t, servers, seed, *fixtures.ModelOps)
 		})
 	}
 }
 
-func runMemcacheModel(t *testing.T, servers []*mcServer, seed int64, ops int) {
+func runMemcacheModel(t *testing.T, servers []*fixtures.MCServer, seed int64, ops int) {
 	direct := make([]*gomemcache.Client, len(servers))
 	for i, s := range servers {
-		direct[i] = gomemcache.New(s.addr)
+		direct[i] = gomemcache.New(s.Addr)
 		t.Cleanup(func() { _ = direct[i].Close() })
 		if err := direct[i].DeleteAll(); err != nil {
-			t.Fatalf("flush_all on %s: %v", s.addr, err)
+			t.Fatalf("flush_all on %s: %v", s.Addr, err)
 		}
 	}
 	addrs := make([]string, len(servers))
 	for i, s := range servers {
-		addrs[i] = s.addr
+		addrs[i] = s.Addr
 	}
-	m := &mcModel{modelCore: newModelCore(t, seed, 11, addrs), direct: direct}
-	c, err := shardedmc.NewShardedClient(&shardedmc.ShardedOptions{Shards: m.opts(m.list)})
+	m := &mcModel{ModelCore: fixtures.NewModelCore(t, seed, 11, addrs), direct: direct}
+	c, err := shardedmc.NewShardedClient(&shardedmc.ShardedOptions{Shards: m.opts(m.List)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Close() })
 	m.c = c
-	observe(&m.modelCore, c)
+	fixtures.Observe(&m.ModelCore, c)
 	m.check()
-	m.steps(ops, m.op, m.windowOp, m.check, m.end)
+	m.Steps(ops, m.op, m.windowOp, m.check, m.end)
 }
 
 // opts returns the ShardOptions of list.
-func (m *mcModel) opts(list []listEntry) []shardedmc.ShardOptions {
+func (m *mcModel) opts(list []fixtures.ListEntry) []shardedmc.ShardOptions {
 	out := make([]shardedmc.ShardOptions, len(list))
 	for i, e := range list {
-		out[i] = shardedmc.ShardOptions{Name: e.name, Weight: e.weight, Addr: m.addrs[e.server]}
+		out[i] = shardedmc.ShardOptions{Name: e.Name, Weight: e.Weight, Addr: m.Addrs[e.Server]}
 	}
 	return out
 }
@@ -86,14 +88,14 @@ func (m *mcModel) opts(list []listEntry) []shardedmc.ShardOptions {
 // overwrites the new owner's, or its absence deletes it). It returns the
 // key's owner.
 func (m *mcModel) use(key string) int {
-	to, from := m.placed(key)
+	to, from := m.Placed(key)
 	if from != to && !m.used[key] {
 		m.used[key] = true
-		if v, ok := m.store[from][key]; ok {
-			m.store[to][key] = v
-			delete(m.store[from], key)
+		if v, ok := m.Store[from][key]; ok {
+			m.Store[to][key] = v
+			delete(m.Store[from], key)
 		} else {
-			delete(m.store[to], key)
+			delete(m.Store[to], key)
 		}
 	}
 	return to
@@ -101,84 +103,84 @@ func (m *mcModel) use(key string) int {
 
 // op runs one random operation outside a window.
 func (m *mcModel) op() {
-	kind := weighted(m.rng, []string{"set", "add", "delete", "get", "append", "setshards", "begin"},
+	kind := fixtures.Weighted(m.Rng, []string{"set", "add", "delete", "get", "append", "setshards", "begin"},
 		[]int{300, 60, 100, 130, 50, 70, 60})
-	m.counts[kind]++
+	m.Counts[kind]++
 	switch kind {
 	case "setshards":
 		m.setShards()
 	case "begin":
 		m.begin()
 	default:
-		m.call(kind, m.key())
+		m.call(kind, m.Key())
 	}
 }
 
 // windowOp runs one random operation inside a window.
 func (m *mcModel) windowOp() {
-	kind := weighted(m.rng, []string{"set", "add", "delete", "get", "append", "getmulti", "getshard", "misuse", "end"},
+	kind := fixtures.Weighted(m.Rng, []string{"set", "add", "delete", "get", "append", "getmulti", "getshard", "misuse", "end"},
 		[]int{300, 60, 100, 150, 50, 40, 60, 30, 50})
-	m.counts["window-"+kind]++
+	m.Counts["window-"+kind]++
 	switch kind {
 	case "getmulti":
-		keys := make([]string, 1+m.rng.IntN(8))
+		keys := make([]string, 1+m.Rng.IntN(8))
 		for i := range keys {
-			keys[i] = m.key()
+			keys[i] = m.Key()
 		}
 		m.getMulti(keys)
 	case "getshard":
-		m.getShard(m.key())
+		m.getShard(m.Key())
 	case "misuse":
 		m.misuse()
 	case "end":
 		m.end()
 	default:
-		m.call(kind, m.key())
+		m.call(kind, m.Key())
 	}
 }
 
 // call runs a call on key through the client and applies it to the model.
 func (m *mcModel) call(kind, key string) {
 	o := m.use(key)
-	old, had := m.store[o][key]
+	old, had := m.Store[o][key]
 	switch kind {
 	case "set":
-		v := "v" + strconv.Itoa(m.tr.step)
-		m.tr.logf("Set %s %s (owner %d)", key, v, o)
+		v := "v" + strconv.Itoa(m.Tr.Step)
+		m.Tr.Logf("Set %s %s (owner %d)", key, v, o)
 		if err := m.c.Set(&gomemcache.Item{Key: key, Value: []byte(v)}); err != nil {
-			m.fatalf("Set %s: %v", key, err)
+			m.Fatalf("Set %s: %v", key, err)
 		}
-		m.store[o][key] = v
+		m.Store[o][key] = v
 	case "add":
-		v := "add" + strconv.Itoa(m.tr.step)
-		m.tr.logf("Add %s %s (owner %d)", key, v, o)
+		v := "add" + strconv.Itoa(m.Tr.Step)
+		m.Tr.Logf("Add %s %s (owner %d)", key, v, o)
 		err := m.c.Add(&gomemcache.Item{Key: key, Value: []byte(v)})
 		if had && !errors.Is(err, gomemcache.ErrNotStored) || !had && err != nil {
-			m.fatalf("Add %s: %v; the owner holds %s", key, err, present(old, had))
+			m.Fatalf("Add %s: %v; the owner holds %s", key, err, fixtures.Present(old, had))
 		}
 		if !had {
-			m.store[o][key] = v
+			m.Store[o][key] = v
 		}
 	case "delete":
-		m.tr.logf("Delete %s (owner %d)", key, o)
+		m.Tr.Logf("Delete %s (owner %d)", key, o)
 		err := m.c.Delete(key)
 		if had && err != nil || !had && !errors.Is(err, gomemcache.ErrCacheMiss) {
-			m.fatalf("Delete %s: %v; the owner holds %s", key, err, present(old, had))
+			m.Fatalf("Delete %s: %v; the owner holds %s", key, err, fixtures.Present(old, had))
 		}
-		delete(m.store[o], key)
+		delete(m.Store[o], key)
 	case "get":
-		m.tr.logf("Get %s (owner %d)", key, o)
+		m.Tr.Logf("Get %s (owner %d)", key, o)
 		v, ok, err := mcValue(m.c.Get(key))
-		m.expectValue("Get", key, v, ok, err, old, had)
+		m.ExpectValue("Get", key, v, ok, err, old, had)
 	case "append":
-		s := "+" + strconv.Itoa(m.tr.step)
-		m.tr.logf("Append %s %s (owner %d)", key, s, o)
+		s := "+" + strconv.Itoa(m.Tr.Step)
+		m.Tr.Logf("Append %s %s (owner %d)", key, s, o)
 		err := m.c.Append(&gomemcache.Item{Key: key, Value: []byte(s)})
 		if had && err != nil || !had && !errors.Is(err, gomemcache.ErrNotStored) {
-			m.fatalf("Append %s: %v; the owner holds %s", key, err, present(old, had))
+			m.Fatalf("Append %s: %v; the owner holds %s", key, err, fixtures.Present(old, had))
 		}
 		if had {
-			m.store[o][key] = old + s
+			m.Store[o][key] = old + s
 		}
 	default:
 		panic(kind)
@@ -202,25 +204,25 @@ func mcValue(it *gomemcache.Item, err error) (string, bool, error) {
 func (m *mcModel) getMulti(keys []string) {
 	want := map[string]string{}
 	for _, k := range keys {
-		if v, ok := m.store[m.use(k)][k]; ok {
+		if v, ok := m.Store[m.use(k)][k]; ok {
 			want[k] = v
 		}
 	}
 	what := fmt.Sprint(keys)
-	if len(keys) == len(m.keys) {
+	if len(keys) == len(m.Keys) {
 		what = "of every key"
 	}
-	m.tr.logf("GetMulti %s", what)
+	m.Tr.Logf("GetMulti %s", what)
 	items, err := m.c.GetMulti(keys)
 	if err != nil {
-		m.fatalf("GetMulti %s: %v", what, err)
+		m.Fatalf("GetMulti %s: %v", what, err)
 	}
 	got := map[string]string{}
 	for k, it := range items {
 		got[k] = string(it.Value)
 	}
 	if !maps.Equal(got, want) {
-		m.fatalf("GetMulti %s:%s", what, diffStores(got, want))
+		m.Fatalf("GetMulti %s:%s", what, fixtures.DiffStores(got, want))
 	}
 }
 
@@ -229,21 +231,21 @@ func (m *mcModel) getMulti(keys []string) {
 func (m *mcModel) getShard(key string) {
 	o := m.use(key)
 	cl := m.c.GetShard(key)
-	m.modelCore.getShard(key, o, rawShard{
-		owners: cl == m.c.Shards()[m.c.GetShardInfo(key).Index].Client,
-		get:    func() (string, bool, error) { return mcValue(cl.Get(key)) },
-		set:    func(v string) error { return cl.Set(&gomemcache.Item{Key: key, Value: []byte(v)}) },
+	m.ModelCore.GetShard(key, o, fixtures.RawShard{
+		Owners: cl == m.c.Shards()[m.c.GetShardInfo(key).Index].Client,
+		Get:    func() (string, bool, error) { return mcValue(cl.Get(key)) },
+		Set:    func(v string) error { return cl.Set(&gomemcache.Item{Key: key, Value: []byte(v)}) },
 	})
 }
 
 // setShards is a cold SetShards (see modelCore.setShards).
 func (m *mcModel) setShards() {
-	m.modelCore.setShards(func(next []listEntry) error { return m.c.SetShards(m.opts(next)) })
+	m.ModelCore.SetShards(func(next []fixtures.ListEntry) error { return m.c.SetShards(m.opts(next)) })
 }
 
 // begin opens a resharding window; nothing moves yet.
 func (m *mcModel) begin() {
-	m.modelCore.begin(func(next []listEntry) error {
+	m.ModelCore.Begin(func(next []fixtures.ListEntry) error {
 		return m.c.BeginResharding(m.opts(next), shardedmc.ReshardOptions{})
 	})
 	m.used = map[string]bool{}
@@ -252,23 +254,23 @@ func (m *mcModel) begin() {
 // misuse checks that a shard list change inside a window is refused,
 // changing nothing.
 func (m *mcModel) misuse() {
-	if m.rng.IntN(2) == 0 {
-		m.refusedInWindow("SetShards", func(next []listEntry) error { return m.c.SetShards(m.opts(next)) })
+	if m.Rng.IntN(2) == 0 {
+		m.RefusedInWindow("SetShards", func(next []fixtures.ListEntry) error { return m.c.SetShards(m.opts(next)) })
 		return
 	}
-	m.refusedInWindow("BeginResharding", func(next []listEntry) error {
+	m.RefusedInWindow("BeginResharding", func(next []fixtures.ListEntry) error {
 		return m.c.BeginResharding(m.opts(next), shardedmc.ReshardOptions{})
 	})
 }
 
 // end ends the window: the keys it did not move stay on their old owner.
 func (m *mcModel) end() {
-	m.tr.logf("EndResharding (%d keys moved)", len(m.used))
+	m.Tr.Logf("EndResharding (%d keys moved)", len(m.used))
 	if err := m.c.EndResharding(); err != nil {
-		m.fatalf("EndResharding: %v", err)
+		m.Fatalf("EndResharding: %v", err)
 	}
 	m.used = nil
-	m.closeWindow()
+	m.CloseWindow()
 }
 
 // mcContent returns the keys of keys that the server d is connected to
@@ -292,8 +294,8 @@ func mcContent(d *gomemcache.Client, keys []string) (map[string]string, error) {
 // key's owner; inside a window the reads are done one step in eight (a read
 // moves the key).
 func (m *mcModel) check() {
-	if !m.window || m.rng.IntN(8) == 0 {
-		m.getMulti(m.keys)
+	if !m.Window || m.Rng.IntN(8) == 0 {
+		m.getMulti(m.Keys)
 	}
-	m.checkServers(func(i int) (map[string]string, error) { return mcContent(m.direct[i], m.keys) })
+	m.CheckServers(func(i int) (map[string]string, error) { return mcContent(m.direct[i], m.Keys) })
 }

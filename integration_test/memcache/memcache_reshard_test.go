@@ -1,4 +1,4 @@
-package integration_test
+package memcache_test
 
 import (
 	"context"
@@ -16,16 +16,18 @@ import (
 	shardedmc "github.com/shardedcache/shardedcache/memcache"
 	"github.com/shardedcache/shardedcache/ring"
 	"github.com/shardedcache/shardedcache/shardedclient"
+
+	"github.com/shardedcache/shardedcache/integration_test/internal/fixtures"
 )
 
 // During a memcache resharding window every key stays readable (it moves to
 // its new owner when first used), writes and deletes reach the only copy,
 // and keys nobody touched stay on their old owner.
 func TestMemcacheReshardWindow(t *testing.T) {
-	forEachMemcached(t, 4, func(t *testing.T, servers []*mcServer) {
-		opts, c := namedMemcache(t, servers, 3)
-		keys := mcKeys("win:", 1000)
-		setAll(t, c, keys)
+	fixtures.ForEachMemcached(t, 4, func(t *testing.T, servers []*fixtures.MCServer) {
+		opts, c := fixtures.NamedMemcache(t, servers, 3)
+		keys := fixtures.MCKeys("win:", 1000)
+		fixtures.SetAll(t, c, keys)
 		plan, err := c.PlanResharding(opts)
 		if err != nil || plan.Moved < 0.15 || plan.Moved > 0.35 {
 			t.Fatalf("plan %v, %v", plan.Moved, err)
@@ -65,20 +67,20 @@ func TestMemcacheReshardWindow(t *testing.T) {
 		if _, err := c.Get(rest[1]); !errors.Is(err, gomemcache.ErrCacheMiss) {
 			t.Fatalf("Get after Delete in the window: %v", err)
 		}
-		on := onServers(t, servers, keys)
+		on := fixtures.OnServers(t, servers, keys)
 		for _, k := range append(slices.Clone(half), quarter...) {
-			if on[3][k] != "v-"+k || holds(on[:3], k) {
+			if on[3][k] != "v-"+k || fixtures.Holds(on[:3], k) {
 				t.Fatalf("%s not moved to the new owner alone: %v", k, on[3][k])
 			}
 		}
-		if on[3][rest[0]] != "new" || holds(on[:3], rest[0]) {
+		if on[3][rest[0]] != "new" || fixtures.Holds(on[:3], rest[0]) {
 			t.Fatal("the write in the window did not replace the old copy")
 		}
-		if on[3][rest[1]] != "" || holds(on[:3], rest[1]) {
+		if on[3][rest[1]] != "" || fixtures.Holds(on[:3], rest[1]) {
 			t.Fatal("the delete in the window left a copy")
 		}
 		for _, k := range rest[2:] { // untouched: still on the old owner
-			if on[3][k] != "" || !holds(on[:3], k) {
+			if on[3][k] != "" || !fixtures.Holds(on[:3], k) {
 				t.Fatalf("untouched %s moved", k)
 			}
 		}
@@ -88,40 +90,15 @@ func TestMemcacheReshardWindow(t *testing.T) {
 	})
 }
 
-// namedMemcache returns servers as shards "mc-0", "mc-1", ... and a client
-// over the first n of them, closed at cleanup.
-func namedMemcache(t *testing.T, servers []*mcServer, n int) ([]shardedmc.ShardOptions, *shardedmc.ShardedClient) {
-	t.Helper()
-	opts := make([]shardedmc.ShardOptions, len(servers))
-	for i, s := range servers {
-		opts[i] = shardedmc.ShardOptions{Name: "mc-" + strconv.Itoa(i), Addr: s.addr}
-	}
-	c, err := shardedmc.NewShardedClient(&shardedmc.ShardedOptions{Shards: opts[:n]})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	return opts, c
-}
-
-func holds(servers []map[string]string, key string) bool {
-	for _, s := range servers {
-		if _, ok := s[key]; ok {
-			return true
-		}
-	}
-	return false
-}
-
 // A leftover on a key's new owner, from an earlier cold SetShards, never wins
 // in a memcache window: the old owner's value replaces it, and when the old
 // owner has none (the key was deleted since) the leftover is deleted, not
 // resurrected. The window moves a key once: a write after the move stays.
 func TestMemcacheReshardLeftoverNeverWins(t *testing.T) {
-	forEachMemcached(t, 4, func(t *testing.T, servers []*mcServer) {
-		opts, c := namedMemcache(t, servers, 3)
-		keys := mcKeys("left:", 400)
-		setAll(t, c, keys)                        // "v-<key>" on the first three servers
+	fixtures.ForEachMemcached(t, 4, func(t *testing.T, servers []*fixtures.MCServer) {
+		opts, c := fixtures.NamedMemcache(t, servers, 3)
+		keys := fixtures.MCKeys("left:", 400)
+		fixtures.SetAll(t, c, keys)               // "v-<key>" on the first three servers
 		if err := c.SetShards(opts); err != nil { // cold: leftovers stay behind
 			t.Fatal(err)
 		}
@@ -156,9 +133,9 @@ func TestMemcacheReshardLeftoverNeverWins(t *testing.T) {
 		if it, err := c.Get(written); err != nil || string(it.Value) != "v3" {
 			t.Fatalf("Get(%q) after a write in the window = %v, %v; want v3", written, it, err)
 		}
-		on := onServers(t, servers, keys)
-		if on[3][written] != "" || on[3][deleted] != "" || holds([]map[string]string{on[0], on[1], on[2]}, deleted) {
-			t.Fatalf("copies left: %q on d, deleted key held: %v", on[3][written], holds(on[:3], deleted))
+		on := fixtures.OnServers(t, servers, keys)
+		if on[3][written] != "" || on[3][deleted] != "" || fixtures.Holds([]map[string]string{on[0], on[1], on[2]}, deleted) {
+			t.Fatalf("copies left: %q on d, deleted key held: %v", on[3][written], fixtures.Holds(on[:3], deleted))
 		}
 		if err := c.EndResharding(); err != nil {
 			t.Fatal(err)
@@ -179,12 +156,12 @@ func TestMemcacheLeftoverWithOldOwnerEjected(t *testing.T) {
 		p    ring.Preset
 	}{{"jedis", nil}, {"ketama", ring.Twemproxy{}}, {"modula", ring.Twemproxy{Distribution: ring.TwemproxyModula}}} {
 		t.Run(pr.name, func(t *testing.T) {
-			servers := []*mcServer{startMiniMemcached(t), startMiniMemcached(t), startMiniMemcached(t)}
+			servers := []*fixtures.MCServer{fixtures.StartMiniMemcached(t), fixtures.StartMiniMemcached(t), fixtures.StartMiniMemcached(t)}
 			var down atomic.Bool
 			var d net.Dialer
 			shards := make([]shardedmc.ShardOptions, len(servers))
 			for i, s := range servers {
-				shards[i] = shardedmc.ShardOptions{Name: "mc-" + strconv.Itoa(i), Addr: s.addr, Timeout: time.Second}
+				shards[i] = shardedmc.ShardOptions{Name: "mc-" + strconv.Itoa(i), Addr: s.Addr, Timeout: time.Second}
 			}
 			shards[1].DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
 				if down.Load() {
@@ -198,7 +175,7 @@ func TestMemcacheLeftoverWithOldOwnerEjected(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { _ = c.Close() })
-			keys := mcKeys("lo:", 300)
+			keys := fixtures.MCKeys("lo:", 300)
 			setAll := func(v string) {
 				for _, k := range keys {
 					if err := c.Set(&gomemcache.Item{Key: k, Value: []byte(v)}); err != nil {
@@ -213,12 +190,12 @@ func TestMemcacheLeftoverWithOldOwnerEjected(t *testing.T) {
 			setAll("v2")
 			fromB := 0
 			for _, k := range keys {
-				fromB += b2i(c.GetShardInfo(k).Name == "mc-1")
+				fromB += fixtures.B2I(c.GetShardInfo(k).Name == "mc-1")
 			}
 			if err := c.BeginResharding(shards, shardedmc.ReshardOptions{}); err != nil {
 				t.Fatal(err)
 			}
-			dropIdle(t, c)
+			fixtures.DropIdle(t, c)
 			down.Store(true)
 			for n := 0; !c.Stats()[1].Ejected; n++ {
 				_, _ = c.Get(keys[n%len(keys)])

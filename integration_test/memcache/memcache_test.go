@@ -1,4 +1,4 @@
-package integration_test
+package memcache_test
 
 import (
 	"context"
@@ -20,26 +20,17 @@ import (
 	shardedmc "github.com/shardedcache/shardedcache/memcache"
 	"github.com/shardedcache/shardedcache/ring"
 	"github.com/shardedcache/shardedcache/shardedclient"
-)
 
-// dropIdle closes the idle connections of every shard's client (the
-// ShardedClient itself stays open).
-func dropIdle(t *testing.T, c *shardedmc.ShardedClient) {
-	t.Helper()
-	for _, sh := range c.Shards() {
-		if err := sh.Client.Close(); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
+	"github.com/shardedcache/shardedcache/integration_test/internal/fixtures"
+)
 
 // newMemcacheClient builds a ShardedClient over servers, shard i named
 // names[i] (unnamed when names is nil), closed at cleanup.
-func newMemcacheClient(t *testing.T, servers []*mcServer, names []string, p ring.Preset) *shardedmc.ShardedClient {
+func newMemcacheClient(t *testing.T, servers []*fixtures.MCServer, names []string, p ring.Preset) *shardedmc.ShardedClient {
 	t.Helper()
 	shards := make([]shardedmc.ShardOptions, len(servers))
 	for i, s := range servers {
-		shards[i] = shardedmc.ShardOptions{Addr: s.addr, Timeout: 5 * time.Second}
+		shards[i] = shardedmc.ShardOptions{Addr: s.Addr, Timeout: 5 * time.Second}
 		if names != nil {
 			shards[i].Name = names[i]
 		}
@@ -56,53 +47,11 @@ func newMemcacheClient(t *testing.T, servers []*mcServer, names []string, p ring
 	return c
 }
 
-func mcKeys(prefix string, n int) []string {
-	keys := make([]string, n)
-	for i := range keys {
-		keys[i] = prefix + strconv.Itoa(i)
-	}
-	return keys
-}
-
-// setAll stores value "v-<key>" for every key through c.
-func setAll(t *testing.T, c *shardedmc.ShardedClient, keys []string) {
-	t.Helper()
-	for _, k := range keys {
-		if err := c.Set(&gomemcache.Item{Key: k, Value: []byte("v-" + k)}); err != nil {
-			t.Fatalf("Set(%q): %v", k, err)
-		}
-	}
-}
-
-// onServers asks every server directly, with a plain one-server gomemcache
-// client, which of keys it holds: the result is, per server, key -> value.
-func onServers(t *testing.T, servers []*mcServer, keys []string) []map[string]string {
-	t.Helper()
-	out := make([]map[string]string, len(servers))
-	for i, s := range servers {
-		direct := gomemcache.New(s.addr)
-		out[i] = map[string]string{}
-		for chunk := range slices.Chunk(keys, 100) {
-			items, err := direct.GetMulti(chunk)
-			if err != nil {
-				t.Fatalf("server %d (%s): GetMulti: %v", i, s.addr, err)
-			}
-			for k, it := range items {
-				out[i][k] = string(it.Value)
-			}
-		}
-		if err := direct.Close(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return out
-}
-
 // TestMemcachePlacement: every key set through the ShardedClient is on
 // exactly the server the ring names, and nowhere else, for several
 // placements.
 func TestMemcachePlacement(t *testing.T) {
-	forEachMemcached(t, 3, func(t *testing.T, servers []*mcServer) {
+	fixtures.ForEachMemcached(t, 3, func(t *testing.T, servers []*fixtures.MCServer) {
 		for _, tc := range []struct {
 			name  string
 			names []string
@@ -119,9 +68,9 @@ func TestMemcachePlacement(t *testing.T) {
 				if err := c.FlushAll(); err != nil {
 					t.Fatal(err)
 				}
-				keys := mcKeys("place:", 1000)
-				setAll(t, c, keys)
-				held := onServers(t, servers, keys)
+				keys := fixtures.MCKeys("place:", 1000)
+				fixtures.SetAll(t, c, keys)
+				held := fixtures.OnServers(t, servers, keys)
 				for _, k := range keys {
 					want := c.Ring().Locate(k)
 					if info := c.GetShardInfo(k); info.Index != want {
@@ -155,10 +104,10 @@ func TestMemcachePlacement(t *testing.T) {
 // TestMemcacheGetMulti: one GetMulti over keys of all three shards returns
 // every hit with its value, and no miss.
 func TestMemcacheGetMulti(t *testing.T) {
-	forEachMemcached(t, 3, func(t *testing.T, servers []*mcServer) {
+	fixtures.ForEachMemcached(t, 3, func(t *testing.T, servers []*fixtures.MCServer) {
 		c := newMemcacheClient(t, servers, nil, nil)
-		keys := mcKeys("multi:", 600)
-		setAll(t, c, keys[:500])
+		keys := fixtures.MCKeys("multi:", 600)
+		fixtures.SetAll(t, c, keys[:500])
 		shardsHit := map[int]bool{}
 		for _, k := range keys[:500] {
 			shardsHit[c.GetShardInfo(k).Index] = true
@@ -188,16 +137,16 @@ func TestMemcacheGetMulti(t *testing.T) {
 // shards' hits and a *MultiShardError naming the stopped one; single-key
 // calls for its keys fail with a *ShardError, the others work.
 func TestMemcacheShardDown(t *testing.T) {
-	forEachMemcached(t, 3, func(t *testing.T, servers []*mcServer) {
+	fixtures.ForEachMemcached(t, 3, func(t *testing.T, servers []*fixtures.MCServer) {
 		names := []string{"mc-0", "mc-1", "mc-2"}
 		c := newMemcacheClient(t, servers, names, nil)
-		keys := mcKeys("down:", 300)
-		setAll(t, c, keys)
+		keys := fixtures.MCKeys("down:", 300)
+		fixtures.SetAll(t, c, keys)
 		const down = 1
 		// Drop the idle connections first: the stopped server must be
 		// dialled afresh (and refuse), not found half-dead in the pool.
-		dropIdle(t, c)
-		servers[down].stop()
+		fixtures.DropIdle(t, c)
+		servers[down].Stop()
 
 		var onDown, onUp []string
 		for _, k := range keys {
@@ -215,8 +164,8 @@ func TestMemcacheShardDown(t *testing.T) {
 		if !errors.As(err, &me) || me.Op != "GetMulti" || me.Reached != 3 || len(me.Shards) != 1 {
 			t.Fatalf("GetMulti error %v, want a *MultiShardError with one failed shard of 3", err)
 		}
-		if s := me.Shards[0]; s.Index != down || s.Name != "mc-1" || s.Addr != servers[down].addr {
-			t.Fatalf("failed shard %+v, want index %d %q (%s)", s, down, "mc-1", servers[down].addr)
+		if s := me.Shards[0]; s.Index != down || s.Name != "mc-1" || s.Addr != servers[down].Addr {
+			t.Fatalf("failed shard %+v, want index %d %q (%s)", s, down, "mc-1", servers[down].Addr)
 		}
 		var se *shardedclient.ShardError
 		if !errors.As(err, &se) || se.Index != down {
@@ -225,13 +174,13 @@ func TestMemcacheShardDown(t *testing.T) {
 		if !errors.Is(err, syscall.ECONNREFUSED) {
 			t.Fatalf("GetMulti error %v does not wrap ECONNREFUSED", err)
 		}
-		wantMsg := fmt.Sprintf(`shardedcache: GetMulti: 1 of 3 shards failed: shard 1 "mc-1" (%s): dial tcp %s: connect: connection refused`, servers[down].addr, servers[down].addr)
+		wantMsg := fmt.Sprintf(`shardedcache: GetMulti: 1 of 3 shards failed: shard 1 "mc-1" (%s): dial tcp %s: connect: connection refused`, servers[down].Addr, servers[down].Addr)
 		if err.Error() != wantMsg {
 			t.Fatalf("GetMulti error text\n %s\nwant\n %s", err, wantMsg)
 		}
 
 		_, err = c.Get(onDown[0])
-		if !errors.As(err, &se) || se.Index != down || se.Name != "mc-1" || se.Addr != servers[down].addr {
+		if !errors.As(err, &se) || se.Index != down || se.Name != "mc-1" || se.Addr != servers[down].Addr {
 			t.Fatalf("Get(%q) on the stopped shard: %v, want a *ShardError for shard %d", onDown[0], err, down)
 		}
 		if err := c.Set(&gomemcache.Item{Key: onDown[0], Value: []byte("x")}); !errors.As(err, &se) || se.Index != down {
@@ -255,10 +204,10 @@ func TestMemcacheShardDown(t *testing.T) {
 			t.Fatal("a key of the stopped shard moved in FailureMode")
 		}
 		// FlushAll and DeleteAll did flush the live shards.
-		live := []*mcServer{servers[0], servers[2]}
-		for i, h := range onServers(t, live, keys) {
+		live := []*fixtures.MCServer{servers[0], servers[2]}
+		for i, h := range fixtures.OnServers(t, live, keys) {
 			if len(h) != 0 {
-				t.Fatalf("live server %s still holds %d keys after FlushAll", live[i].addr, len(h))
+				t.Fatalf("live server %s still holds %d keys after FlushAll", live[i].Addr, len(h))
 			}
 		}
 	})
@@ -266,12 +215,12 @@ func TestMemcacheShardDown(t *testing.T) {
 
 // TestMemcacheDeleteAllFlushAll: both empty every shard.
 func TestMemcacheDeleteAllFlushAll(t *testing.T) {
-	forEachMemcached(t, 3, func(t *testing.T, servers []*mcServer) {
+	fixtures.ForEachMemcached(t, 3, func(t *testing.T, servers []*fixtures.MCServer) {
 		c := newMemcacheClient(t, servers, nil, nil)
-		keys := mcKeys("flush:", 300)
+		keys := fixtures.MCKeys("flush:", 300)
 		for name, call := range map[string]func() error{"DeleteAll": c.DeleteAll, "FlushAll": c.FlushAll} {
-			setAll(t, c, keys)
-			held := onServers(t, servers, keys)
+			fixtures.SetAll(t, c, keys)
+			held := fixtures.OnServers(t, servers, keys)
 			for i, h := range held {
 				if len(h) == 0 {
 					t.Fatalf("before %s: server %d holds no key", name, i)
@@ -280,7 +229,7 @@ func TestMemcacheDeleteAllFlushAll(t *testing.T) {
 			if err := call(); err != nil {
 				t.Fatalf("%s: %v", name, err)
 			}
-			for i, h := range onServers(t, servers, keys) {
+			for i, h := range fixtures.OnServers(t, servers, keys) {
 				if len(h) != 0 {
 					t.Fatalf("after %s: server %d still holds %d keys", name, i, len(h))
 				}
@@ -299,13 +248,13 @@ func TestMemcacheMalformedKeys(t *testing.T) {
 	var d net.Dialer
 	shards := make([]shardedmc.Shard, 3)
 	for i := range shards {
-		s := startMiniMemcached(t)
-		client := gomemcache.New(s.addr)
+		s := fixtures.StartMiniMemcached(t)
+		client := gomemcache.New(s.Addr)
 		client.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
 			dials.Add(1)
 			return d.DialContext(ctx, network, addr)
 		}
-		shards[i] = shardedmc.Shard{Addr: s.addr, Client: client}
+		shards[i] = shardedmc.Shard{Addr: s.Addr, Client: client}
 	}
 	c, err := shardedmc.NewShardedClientFromClients(shards, nil)
 	if err != nil {
@@ -356,9 +305,9 @@ func TestMemcacheMalformedKeys(t *testing.T) {
 // (CLIENT_ERROR, a reply gomemcache does not expect) with the same text and
 // not wrapped, since the shard is up.
 func TestMemcacheSameAsPlainClient(t *testing.T) {
-	forEachMemcached(t, 4, func(t *testing.T, servers []*mcServer) {
+	fixtures.ForEachMemcached(t, 4, func(t *testing.T, servers []*fixtures.MCServer) {
 		c := newMemcacheClient(t, servers[:3], nil, nil)
-		plain := gomemcache.New(servers[3].addr)
+		plain := gomemcache.New(servers[3].Addr)
 		t.Cleanup(func() { _ = plain.Close() })
 
 		type api interface {
@@ -423,7 +372,7 @@ func TestMemcacheSameAsPlainClient(t *testing.T) {
 		}
 		sentinels := []error{gomemcache.ErrCacheMiss, gomemcache.ErrNotStored, gomemcache.ErrCASConflict, gomemcache.ErrMalformedKey}
 		shardsSeen := map[int]bool{}
-		for _, k := range mcKeys("same:", 12) {
+		for _, k := range fixtures.MCKeys("same:", 12) {
 			shardsSeen[c.GetShardInfo(k).Index] = true
 			for _, step := range steps {
 				wantV, wantErr := step.run(plain, k, 0)
@@ -455,75 +404,20 @@ func TestMemcacheSameAsPlainClient(t *testing.T) {
 	})
 }
 
-// hangServer accepts connections and reads requests but never answers.
-type hangServer struct {
-	addr     string
-	accepted atomic.Int32
-	requests chan struct{} // one per connection that sent something
-}
-
-func startHangServer(t *testing.T) *hangServer {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := &hangServer{addr: l.Addr().String(), requests: make(chan struct{}, 100)}
-	var mu sync.Mutex
-	var conns []net.Conn
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		for {
-			conn, err := l.Accept()
-			if err != nil {
-				return
-			}
-			h.accepted.Add(1)
-			mu.Lock()
-			conns = append(conns, conn)
-			mu.Unlock()
-			wg.Go(func() {
-				buf := make([]byte, 4096)
-				signalled := false
-				for {
-					if _, err := conn.Read(buf); err != nil {
-						return
-					}
-					if !signalled {
-						signalled = true
-						h.requests <- struct{}{}
-					}
-				}
-			})
-		}
-	})
-	// Closing the connections ends the calls abandoned by their contexts.
-	t.Cleanup(func() {
-		l.Close()
-		mu.Lock()
-		for _, c := range conns {
-			c.Close()
-		}
-		mu.Unlock()
-		wg.Wait()
-	})
-	return h
-}
-
 // TestMemcacheContext: the Context variants return ctx.Err() in a ShardError
 // naming the shard when ctx ends before the shard answers, ctx.Err() and
 // nothing sent when it is already done, and
 // return the shard's answer otherwise; multi-shard calls keep the answers
 // of the shards that did answer.
 func TestMemcacheContext(t *testing.T) {
-	hang := startHangServer(t) // registered first: its cleanup runs last
-	live := []*mcServer{startMiniMemcached(t), startMiniMemcached(t)}
+	hang := fixtures.StartHangServer(t) // registered first: its cleanup runs last
+	live := []*fixtures.MCServer{fixtures.StartMiniMemcached(t), fixtures.StartMiniMemcached(t)}
 	const hung = 1
-	servers := []*mcServer{live[0], {addr: hang.addr}, live[1]}
+	servers := []*fixtures.MCServer{live[0], {Addr: hang.Addr}, live[1]}
 	c := newMemcacheClient(t, servers, []string{"live-0", "hung", "live-2"}, nil)
 
 	var hungKey, liveKey string
-	for _, k := range mcKeys("ctx:", 100) {
+	for _, k := range fixtures.MCKeys("ctx:", 100) {
 		switch i := c.GetShardInfo(k).Index; {
 		case i == hung && hungKey == "":
 			hungKey = k
@@ -555,13 +449,13 @@ func TestMemcacheContext(t *testing.T) {
 		var reached atomic.Bool
 		go func() {
 			select {
-			case <-hang.requests:
+			case <-hang.Requests:
 				reached.Store(true)
 			case <-time.After(10 * time.Second): // a safety net: the call never got there
 			}
 			cancel()
 		}()
-		if se := wantShardError(t, name+" cancelled while the shard hangs", call(ctx), hung, hang.addr); se.Err != context.Canceled {
+		if se := fixtures.WantShardError(t, name+" cancelled while the shard hangs", call(ctx), hung, hang.Addr); se.Err != context.Canceled {
 			t.Errorf("%s cancelled while the shard hangs: %v, want context.Canceled", name, se.Err)
 		}
 		if !reached.Load() {
@@ -571,14 +465,14 @@ func TestMemcacheContext(t *testing.T) {
 
 	// A deadline.
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
-	if _, err := c.GetContext(ctx, hungKey); wantShardError(t, "GetContext past its deadline", err, hung, hang.addr).Err != context.DeadlineExceeded {
+	if _, err := c.GetContext(ctx, hungKey); fixtures.WantShardError(t, "GetContext past its deadline", err, hung, hang.Addr).Err != context.DeadlineExceeded {
 		t.Errorf("GetContext past its deadline: %v, want context.DeadlineExceeded", err)
 	}
 	cancel()
-	<-hang.requests
+	<-hang.Requests
 
 	// Already done: nothing is sent.
-	before := hang.accepted.Load()
+	before := hang.Accepted.Load()
 	done, cancelDone := context.WithCancel(context.Background())
 	cancelDone()
 	if _, err := c.GetContext(done, hungKey); err != context.Canceled {
@@ -590,7 +484,7 @@ func TestMemcacheContext(t *testing.T) {
 	if err := c.PingContext(done); err != context.Canceled {
 		t.Errorf("PingContext with a done context: %v, want context.Canceled", err)
 	}
-	if n := hang.accepted.Load(); n != before {
+	if n := hang.Accepted.Load(); n != before {
 		t.Errorf("a done context dialled the hung shard %d times", n-before)
 	}
 
@@ -616,7 +510,7 @@ func TestMemcacheContext(t *testing.T) {
 	// Multi-shard calls: the hung shard fails with the context's error, the
 	// live shards' answers are kept. The deadline is far above a local
 	// round trip.
-	keys := mcKeys("ctxmulti:", 60)
+	keys := fixtures.MCKeys("ctxmulti:", 60)
 	var liveKeys []string
 	for _, k := range keys {
 		if c.GetShardInfo(k).Index != hung {
@@ -656,7 +550,7 @@ func TestMemcacheContext(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if held := onServers(t, live, liveKeys); len(held[0])+len(held[1]) != 0 {
+	if held := fixtures.OnServers(t, live, liveKeys); len(held[0])+len(held[1]) != 0 {
 		t.Errorf("the live shards still hold %d keys after FlushAllContext and DeleteAllContext", len(held[0])+len(held[1]))
 	}
 }
@@ -664,15 +558,15 @@ func TestMemcacheContext(t *testing.T) {
 // TestMemcacheUnixSocket: a shard on a unix socket (real memcached with -s)
 // next to TCP shards; each key is on the server the ring names.
 func TestMemcacheUnixSocket(t *testing.T) {
-	unix := startRealMemcachedUnix(t) // first: it skips without memcached
-	servers := []*mcServer{startMiniMemcached(t), unix, startMiniMemcached(t)}
+	unix := fixtures.StartRealMemcachedUnix(t) // first: it skips without memcached
+	servers := []*fixtures.MCServer{fixtures.StartMiniMemcached(t), unix, fixtures.StartMiniMemcached(t)}
 	c := newMemcacheClient(t, servers, []string{"tcp-0", "unix-1", "tcp-2"}, nil)
 	if got := c.Shards()[1].Addr; !strings.HasSuffix(got, "/memcached.sock") {
 		t.Fatalf("shard 1 address %q, want the socket path", got)
 	}
-	keys := mcKeys("unix:", 300)
-	setAll(t, c, keys)
-	held := onServers(t, servers, keys)
+	keys := fixtures.MCKeys("unix:", 300)
+	fixtures.SetAll(t, c, keys)
+	held := fixtures.OnServers(t, servers, keys)
 	for _, k := range keys {
 		want := c.GetShardInfo(k).Index
 		for i := range servers {
@@ -694,7 +588,7 @@ func TestMemcacheUnixSocket(t *testing.T) {
 // and once it answers again it is flushed and takes its keys back, without
 // the stale values it kept.
 func TestMemcacheEjectMode(t *testing.T) {
-	servers := []*mcServer{startMiniMemcached(t), startMiniMemcached(t), startMiniMemcached(t)}
+	servers := []*fixtures.MCServer{fixtures.StartMiniMemcached(t), fixtures.StartMiniMemcached(t), fixtures.StartMiniMemcached(t)}
 	const flaky = 1
 	var down atomic.Bool
 	var d net.Dialer
@@ -704,7 +598,7 @@ func TestMemcacheEjectMode(t *testing.T) {
 	var once sync.Once
 	shards := make([]shardedmc.ShardOptions, len(servers))
 	for i, s := range servers {
-		shards[i] = shardedmc.ShardOptions{Name: "mc-" + strconv.Itoa(i), Addr: s.addr, Timeout: 5 * time.Second}
+		shards[i] = shardedmc.ShardOptions{Name: "mc-" + strconv.Itoa(i), Addr: s.Addr, Timeout: 5 * time.Second}
 	}
 	shards[flaky].DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
 		if down.Load() {
@@ -732,7 +626,7 @@ func TestMemcacheEjectMode(t *testing.T) {
 	t.Cleanup(func() { _ = c.Close() })
 
 	var key string
-	for _, k := range mcKeys("eject:", 100) {
+	for _, k := range fixtures.MCKeys("eject:", 100) {
 		if c.GetShardInfo(k).Index == flaky {
 			key = k
 			break
@@ -741,7 +635,7 @@ func TestMemcacheEjectMode(t *testing.T) {
 	if err := c.Set(&gomemcache.Item{Key: key, Value: []byte("old")}); err != nil {
 		t.Fatal(err)
 	}
-	dropIdle(t, c)
+	fixtures.DropIdle(t, c)
 	down.Store(true)
 
 	var se *shardedclient.ShardError
@@ -764,7 +658,7 @@ func TestMemcacheEjectMode(t *testing.T) {
 	if err := c.Set(&gomemcache.Item{Key: key, Value: []byte("new")}); err != nil {
 		t.Fatal(err)
 	}
-	if held := onServers(t, servers, []string{key}); held[moved][key] != "new" || held[flaky][key] != "old" {
+	if held := fixtures.OnServers(t, servers, []string{key}); held[moved][key] != "new" || held[flaky][key] != "old" {
 		t.Fatalf("while shard %d is out: servers hold %v, want %q on %d and the stale %q on %d", flaky, held, "new", moved, "old", flaky)
 	}
 
@@ -794,10 +688,10 @@ func TestMemcacheEjectMode(t *testing.T) {
 // new shard takes, removing a named one only its keys; unchanged shards
 // keep their clients; calls running meanwhile see one list or the other.
 func TestMemcacheSetShards(t *testing.T) {
-	servers := []*mcServer{startMiniMemcached(t), startMiniMemcached(t), startMiniMemcached(t), startMiniMemcached(t)}
-	opts, c := namedMemcache(t, servers, 3)
-	keys := mcKeys("reshard:", 1000)
-	setAll(t, c, keys)
+	servers := []*fixtures.MCServer{fixtures.StartMiniMemcached(t), fixtures.StartMiniMemcached(t), fixtures.StartMiniMemcached(t), fixtures.StartMiniMemcached(t)}
+	opts, c := fixtures.NamedMemcache(t, servers, 3)
+	keys := fixtures.MCKeys("reshard:", 1000)
+	fixtures.SetAll(t, c, keys)
 	before := c.Shards()
 
 	// misses counts the keys c no longer finds, and checks that they are
@@ -834,7 +728,7 @@ func TestMemcacheSetShards(t *testing.T) {
 	if n := misses("mc-3"); n == 0 || n > 400 {
 		t.Fatalf("%d of 1000 keys moved to the new shard, want about a quarter", n)
 	}
-	setAll(t, c, keys)
+	fixtures.SetAll(t, c, keys)
 
 	// Remove mc-1 from the middle: named shards keep their places, so only
 	// mc-1's keys miss.

@@ -1,4 +1,4 @@
-package integration_test
+package memcache_test
 
 import (
 	"cmp"
@@ -9,6 +9,8 @@ import (
 	gomemcache "github.com/bradfitz/gomemcache/memcache"
 
 	shardedmc "github.com/shardedcache/shardedcache/memcache"
+
+	"github.com/shardedcache/shardedcache/integration_test/internal/fixtures"
 )
 
 // A CAS token is its server's: each server numbers items with a counter of
@@ -19,11 +21,11 @@ import (
 // as it is. It fails with ErrCASConflict; an item read in the window swaps;
 // so does one read in the window and swapped after it ended.
 func TestMemcacheWindowCASTokenOfTheOldOwner(t *testing.T) {
-	forEachMemcached(t, 4, func(t *testing.T, servers []*mcServer) {
-		c, opts := mcWindowClient(t, servers)
-		keys := mcKeys("cas:", 300)
-		setAll(t, c, keys)
-		moving := toNewShard(t, opts, keys)
+	fixtures.ForEachMemcached(t, 4, func(t *testing.T, servers []*fixtures.MCServer) {
+		c, opts := fixtures.MCWindowClient(t, servers)
+		keys := fixtures.MCKeys("cas:", 300)
+		fixtures.SetAll(t, c, keys)
+		moving := fixtures.ToNewShard(t, opts, keys)
 		before, err := c.GetMulti(moving)
 		if err != nil {
 			t.Fatal(err)
@@ -35,7 +37,7 @@ func TestMemcacheWindowCASTokenOfTheOldOwner(t *testing.T) {
 		}
 		// The new owner's next tokens: old.CasID-1 for the move's set,
 		// old.CasID for the write in the window.
-		direct := gomemcache.New(servers[3].addr)
+		direct := gomemcache.New(servers[3].Addr)
 		defer direct.Close()
 		for {
 			if err := direct.Set(&gomemcache.Item{Key: "filler", Value: []byte("x")}); err != nil {

@@ -1,4 +1,4 @@
-package integration_test
+package memcache_test
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"time"
 
 	shardedmc "github.com/shardedcache/shardedcache/memcache"
+
+	"github.com/shardedcache/shardedcache/integration_test/internal/fixtures"
 )
 
 // GetMultiContext in a window honours its deadline: 3 -> 4 real memcached
@@ -19,10 +21,10 @@ import (
 // caller's deadline does not count against shard 2. The keys that could not
 // move from shard 2 stay there and move once it is back.
 func TestMemcacheWindowGetMultiDeadline(t *testing.T) {
-	servers := []*mcServer{startRealMemcached(t), startRealMemcached(t), startRealMemcached(t), startRealMemcached(t)}
-	c, opts := mcWindowClient(t, servers)
-	keys := mcKeys("dl:", 4000)
-	setAll(t, c, keys)
+	servers := []*fixtures.MCServer{fixtures.StartRealMemcached(t), fixtures.StartRealMemcached(t), fixtures.StartRealMemcached(t), fixtures.StartRealMemcached(t)}
+	c, opts := fixtures.MCWindowClient(t, servers)
+	keys := fixtures.MCKeys("dl:", 4000)
+	fixtures.SetAll(t, c, keys)
 	from := map[string]int{}
 	for _, k := range keys {
 		from[k] = c.GetShardInfo(k).Index
@@ -43,10 +45,10 @@ func TestMemcacheWindowGetMultiDeadline(t *testing.T) {
 	if items, err := c.GetMulti(early); err != nil || len(items) != len(early) {
 		t.Fatalf("GetMulti of the keys moving from shards 0 and 1: %d of %d, %v", len(items), len(early), err)
 	}
-	if err := servers[2].proc.Signal(syscall.SIGSTOP); err != nil {
+	if err := servers[2].Proc.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = servers[2].proc.Signal(syscall.SIGCONT) })
+	t.Cleanup(func() { _ = servers[2].Proc.Signal(syscall.SIGCONT) })
 
 	const deadline = 100 * time.Millisecond
 	ctx, cancel := context.WithTimeout(context.Background(), deadline)
@@ -72,14 +74,14 @@ func TestMemcacheWindowGetMultiDeadline(t *testing.T) {
 		t.Fatalf("shard 2 counted %d failures for the caller's deadline", st.Errors)
 	}
 
-	if err := servers[2].proc.Signal(syscall.SIGCONT); err != nil {
+	if err := servers[2].Proc.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
 	items, err = c.GetMulti(keys)
 	if err != nil || len(items) != len(keys) {
 		t.Fatalf("GetMulti once shard 2 is back: %d of %d, %v", len(items), len(keys), err)
 	}
-	moving := len(toNewShard(t, opts, keys))
+	moving := len(fixtures.ToNewShard(t, opts, keys))
 	if st := c.ReshardStats(); st != (shardedmc.ReshardStats{MovedWithTTL: int64(moving)}) {
 		t.Fatalf("ReshardStats = %+v, want %d moved with their TTL", st, moving)
 	}

@@ -1,4 +1,4 @@
-package integration_test
+package memcache_test
 
 // The memcache resharding window on the servers themselves: what a moved
 // item keeps (TTL, flags, a lock taken with Add), what a new owner that
@@ -21,45 +21,9 @@ import (
 	"github.com/shardedcache/shardedcache/internal/mcmeta"
 	shardedmc "github.com/shardedcache/shardedcache/memcache"
 	"github.com/shardedcache/shardedcache/shardedclient"
+
+	"github.com/shardedcache/shardedcache/integration_test/internal/fixtures"
 )
-
-// mcWindowClient returns a client over the first three of four servers
-// (shards "mc-0" to "mc-2") and the options of all four, to begin a window
-// that adds the fourth, "mc-3".
-func mcWindowClient(t *testing.T, servers []*mcServer) (*shardedmc.ShardedClient, []shardedmc.ShardOptions) {
-	t.Helper()
-	opts := make([]shardedmc.ShardOptions, len(servers))
-	for i, s := range servers {
-		opts[i] = shardedmc.ShardOptions{Name: "mc-" + strconv.Itoa(i), Addr: s.addr}
-	}
-	c, err := shardedmc.NewShardedClient(&shardedmc.ShardedOptions{Shards: opts[:3]})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	return c, opts
-}
-
-// toNewShard returns the keys of keys that the four shards of opts place on
-// the fourth: the keys that move in the window.
-func toNewShard(t *testing.T, opts []shardedmc.ShardOptions, keys []string) []string {
-	t.Helper()
-	four, err := shardedmc.NewShardedClient(&shardedmc.ShardedOptions{Shards: opts})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer four.Close()
-	var out []string
-	for _, k := range keys {
-		if four.GetShardInfo(k).Index == 3 {
-			out = append(out, k)
-		}
-	}
-	if len(out) == 0 {
-		t.Fatal("no key moves to the fourth shard")
-	}
-	return out
-}
 
 // metaItems reads keys from the memcached at addr with meta gets: each
 // item's flags and remaining TTL as the server reports them.
@@ -97,10 +61,10 @@ func metaItems(t *testing.T, addr string, keys []string) map[string]mcmeta.Item 
 // left. From minimemcached, which has no meta commands, the items move with
 // their flags and CopyExpiration. ReshardStats counts which happened.
 func TestMemcacheWindowKeepsTTLAndFlags(t *testing.T) {
-	forEachMemcached(t, 4, func(t *testing.T, servers []*mcServer) {
-		c, opts := mcWindowClient(t, servers)
-		keys := mcKeys("ttl:", 200)
-		locks := mcKeys("lock:", 40)
+	fixtures.ForEachMemcached(t, 4, func(t *testing.T, servers []*fixtures.MCServer) {
+		c, opts := fixtures.MCWindowClient(t, servers)
+		keys := fixtures.MCKeys("ttl:", 200)
+		locks := fixtures.MCKeys("lock:", 40)
 		far := int32(time.Now().Add(40 * 24 * time.Hour).Unix())
 		expiration := func(i int) int32 { return [...]int32{2, 0, far, 3600}[i%4] }
 		for i, k := range keys {
@@ -113,7 +77,7 @@ func TestMemcacheWindowKeepsTTLAndFlags(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		moving, movingLocks := toNewShard(t, opts, keys), toNewShard(t, opts, locks)
+		moving, movingLocks := fixtures.ToNewShard(t, opts, keys), fixtures.ToNewShard(t, opts, locks)
 		if err := c.BeginResharding(opts, shardedmc.ReshardOptions{CopyExpiration: 7200}); err != nil {
 			t.Fatal(err)
 		}
@@ -137,19 +101,19 @@ func TestMemcacheWindowKeepsTTLAndFlags(t *testing.T) {
 		}
 		moved := int64(len(moving) + len(movingLocks))
 		want := shardedmc.ReshardStats{MovedWithTTL: moved}
-		if servers[0].proc == nil { // minimemcached: no meta commands
+		if servers[0].Proc == nil { // minimemcached: no meta commands
 			want = shardedmc.ReshardStats{MovedWithCopyExpiration: moved}
 		}
 		if got := c.ReshardStats(); got != want {
 			t.Fatalf("ReshardStats = %+v, want %+v", got, want)
 		}
-		on := onServers(t, servers, append(keys, locks...))
+		on := fixtures.OnServers(t, servers, append(keys, locks...))
 		for _, k := range append(moving, movingLocks...) {
-			if holds(on[:3], k) || on[3][k] == "" {
+			if fixtures.Holds(on[:3], k) || on[3][k] == "" {
 				t.Fatalf("%s is not on its new owner alone", k)
 			}
 		}
-		if servers[0].proc == nil {
+		if servers[0].Proc == nil {
 			return
 		}
 		// The TTL the new owner reports, per expiration set: memcached's
@@ -159,7 +123,7 @@ func TestMemcacheWindowKeepsTTLAndFlags(t *testing.T) {
 		// is given it (a -race run in CI saw 2); a minute of slack for a
 		// slow run the other way.
 		ttls := map[int32][2]int32{2: {1, 2}, 0: {-1, -1}, far: {40*24*3600 - 60, 40*24*3600 + 5}, 3600: {3540, 3600}}
-		meta := metaItems(t, servers[3].addr, append(moving, movingLocks...))
+		meta := metaItems(t, servers[3].Addr, append(moving, movingLocks...))
 		for _, k := range moving {
 			it, r := meta[k], ttls[expiration(index[k])]
 			if it.TTL < r[0] || it.TTL > r[1] || it.Flags != uint32(1000+index[k]) {
@@ -180,10 +144,10 @@ func TestMemcacheWindowKeepsTTLAndFlags(t *testing.T) {
 // memcached drops a value it cannot store (deleted from its old owner too,
 // counted in ReshardStats.TooLarge, read as a miss); the others move.
 func TestMemcacheWindowNewOwnerStoresLess(t *testing.T) {
-	servers := []*mcServer{startRealMemcached(t), startRealMemcached(t), startRealMemcached(t),
-		startRealMemcachedWith(t, "-I", "2048", "-o", "slab_chunk_max=1024")}
-	c, opts := mcWindowClient(t, servers)
-	keys := mcKeys("size:", 120)
+	servers := []*fixtures.MCServer{fixtures.StartRealMemcached(t), fixtures.StartRealMemcached(t), fixtures.StartRealMemcached(t),
+		fixtures.StartRealMemcachedWith(t, "-I", "2048", "-o", "slab_chunk_max=1024")}
+	c, opts := fixtures.MCWindowClient(t, servers)
+	keys := fixtures.MCKeys("size:", 120)
 	big := strings.Repeat("x", 10_000)
 	value := func(i int) string {
 		if i%2 == 0 {
@@ -196,7 +160,7 @@ func TestMemcacheWindowNewOwnerStoresLess(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	moving := toNewShard(t, opts, keys)
+	moving := fixtures.ToNewShard(t, opts, keys)
 	if err := c.BeginResharding(opts, shardedmc.ReshardOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -223,9 +187,9 @@ func TestMemcacheWindowNewOwnerStoresLess(t *testing.T) {
 	if got, want := c.ReshardStats(), (shardedmc.ReshardStats{MovedWithTTL: int64(len(moving)) - tooLarge, TooLarge: tooLarge}); got != want {
 		t.Fatalf("ReshardStats = %+v, want %+v", got, want)
 	}
-	on := onServers(t, servers, moving)
+	on := fixtures.OnServers(t, servers, moving)
 	for _, k := range moving {
-		if holds(on[:3], k) {
+		if fixtures.Holds(on[:3], k) {
 			t.Fatalf("%s left on its old owner", k)
 		}
 	}
@@ -236,19 +200,19 @@ func TestMemcacheWindowNewOwnerStoresLess(t *testing.T) {
 // not with an error of the step's own command; the key stays on its old
 // owner, the truth, and moves once the new owner is back.
 func TestMemcacheWindowMoveErrorNamesTheCall(t *testing.T) {
-	forEachMemcached(t, 4, func(t *testing.T, servers []*mcServer) {
-		c, opts := mcWindowClient(t, servers)
-		keys := mcKeys("err:", 100)
-		setAll(t, c, keys)
+	fixtures.ForEachMemcached(t, 4, func(t *testing.T, servers []*fixtures.MCServer) {
+		c, opts := fixtures.MCWindowClient(t, servers)
+		keys := fixtures.MCKeys("err:", 100)
+		fixtures.SetAll(t, c, keys)
 		from := map[string]int{}
 		for _, k := range keys {
 			from[k] = c.GetShardInfo(k).Index
 		}
-		k := toNewShard(t, opts, keys)[0]
+		k := fixtures.ToNewShard(t, opts, keys)[0]
 		if err := c.BeginResharding(opts, shardedmc.ReshardOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		servers[3].stop()
+		servers[3].Stop()
 		label := func(i int) string { return fmt.Sprintf("shard %d %q (%s)", i, opts[i].Name, opts[i].Addr) }
 		for _, call := range []struct {
 			op  string
@@ -270,7 +234,7 @@ func TestMemcacheWindowMoveErrorNamesTheCall(t *testing.T) {
 				t.Fatalf("error %q, want it to begin with %q", err, prefix)
 			}
 		}
-		if on := onServers(t, servers[:3], []string{k}); on[from[k]][k] != "v-"+k {
+		if on := fixtures.OnServers(t, servers[:3], []string{k}); on[from[k]][k] != "v-"+k {
 			t.Fatalf("%s not on its old owner after the failed moves: %v", k, on)
 		}
 	})
@@ -280,11 +244,11 @@ func TestMemcacheWindowMoveErrorNamesTheCall(t *testing.T) {
 // finds a key gone from its old owner (moved by another) and deletes it from
 // the new owner as a stale copy.
 func TestMemcacheWindowConcurrentMoves(t *testing.T) {
-	forEachMemcached(t, 4, func(t *testing.T, servers []*mcServer) {
-		c, opts := mcWindowClient(t, servers)
-		keys := mcKeys("race:", 600)
-		setAll(t, c, keys)
-		moving := toNewShard(t, opts, keys)
+	fixtures.ForEachMemcached(t, 4, func(t *testing.T, servers []*fixtures.MCServer) {
+		c, opts := fixtures.MCWindowClient(t, servers)
+		keys := fixtures.MCKeys("race:", 600)
+		fixtures.SetAll(t, c, keys)
+		moving := fixtures.ToNewShard(t, opts, keys)
 		if err := c.BeginResharding(opts, shardedmc.ReshardOptions{}); err != nil {
 			t.Fatal(err)
 		}

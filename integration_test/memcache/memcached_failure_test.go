@@ -1,10 +1,8 @@
-package integration_test
+package memcache_test
 
 import (
-	"bytes"
 	"errors"
 	"net"
-	"os"
 	"runtime"
 	"strconv"
 	"syscall"
@@ -15,6 +13,8 @@ import (
 
 	shardedmc "github.com/shardedcache/shardedcache/memcache"
 	"github.com/shardedcache/shardedcache/shardedclient"
+
+	"github.com/shardedcache/shardedcache/integration_test/internal/fixtures"
 )
 
 // Real memcached processes: a hung shard (SIGSTOP) fails its keys within
@@ -22,19 +22,19 @@ import (
 // SIGCONT; a killed shard's keys fail at once, and 500 GetMulti calls over
 // it deliver the live shards' hits without leaking goroutines.
 func TestMemcacheRealHungAndKilledShard(t *testing.T) {
-	servers := []*mcServer{startRealMemcached(t), startRealMemcached(t), startRealMemcached(t)}
+	servers := []*fixtures.MCServer{fixtures.StartRealMemcached(t), fixtures.StartRealMemcached(t), fixtures.StartRealMemcached(t)}
 	const timeout = 300 * time.Millisecond
 	shards := make([]shardedmc.ShardOptions, len(servers))
 	for i, s := range servers {
-		shards[i] = shardedmc.ShardOptions{Name: "mc-" + strconv.Itoa(i), Addr: s.addr, Timeout: timeout, MaxIdleConns: 8}
+		shards[i] = shardedmc.ShardOptions{Name: "mc-" + strconv.Itoa(i), Addr: s.Addr, Timeout: timeout, MaxIdleConns: 8}
 	}
 	c, err := shardedmc.NewShardedClient(&shardedmc.ShardedOptions{Shards: shards})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Close() })
-	keys := mcKeys("hk:", 300)
-	setAll(t, c, keys)
+	keys := fixtures.MCKeys("hk:", 300)
+	fixtures.SetAll(t, c, keys)
 	owner := func(k string) int { return c.GetShardInfo(k).Index }
 	keyOn := func(i int) string {
 		for _, k := range keys {
@@ -48,10 +48,10 @@ func TestMemcacheRealHungAndKilledShard(t *testing.T) {
 
 	// Hung: SIGSTOP shard 1.
 	const hung = 1
-	if err := servers[hung].proc.Signal(syscall.SIGSTOP); err != nil {
+	if err := servers[hung].Proc.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
-	waitState(t, servers[hung].proc.Pid, 'T')
+	fixtures.WaitState(t, servers[hung].Proc.Pid, 'T')
 	start := time.Now()
 	_, err = c.Get(keyOn(hung))
 	var se *shardedclient.ShardError
@@ -75,7 +75,7 @@ func TestMemcacheRealHungAndKilledShard(t *testing.T) {
 			t.Fatalf("GetMulti: %s (shard %d) present = %v", k, owner(k), items[k] != nil)
 		}
 	}
-	if err := servers[hung].proc.Signal(syscall.SIGCONT); err != nil {
+	if err := servers[hung].Proc.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
 	if it, err := c.Get(keyOn(hung)); err != nil || string(it.Value) != "v-"+keyOn(hung) {
@@ -84,7 +84,7 @@ func TestMemcacheRealHungAndKilledShard(t *testing.T) {
 
 	// Killed: SIGKILL shard 2, then 500 GetMulti calls.
 	const dead = 2
-	servers[dead].stop()
+	servers[dead].Stop()
 	before := runtime.NumGoroutine()
 	for range 500 {
 		start := time.Now()
@@ -116,22 +116,4 @@ func byOwnerMC(keys []string, owner func(string) int) map[int][]string {
 		out[owner(k)] = append(out[owner(k)], k)
 	}
 	return out
-}
-
-// waitState waits until process pid is in the given state (/proc/<pid>/stat:
-// 'T' stopped), as a signal takes effect asynchronously.
-func waitState(t *testing.T, pid int, state byte) {
-	t.Helper()
-	path := "/proc/" + strconv.Itoa(pid) + "/stat"
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
-		b, err := os.ReadFile(path)
-		if err != nil {
-			t.Skipf("no %s: %v", path, err)
-		}
-		// "pid (comm) S ...": the state follows the last ')'.
-		if i := bytes.LastIndexByte(b, ')'); i >= 0 && i+2 < len(b) && b[i+2] == state {
-			return
-		}
-	}
-	t.Fatalf("process %d never reached state %c", pid, state)
 }

@@ -1,4 +1,4 @@
-package integration_test
+package memcache_test
 
 // FuzzMemcacheWire drives fuzzed keys and values through every keyed method
 // of both memcache paths (the ShardedClient, with and without a context, and
@@ -25,6 +25,8 @@ import (
 	gomemcache "github.com/bradfitz/gomemcache/memcache"
 
 	shardedmc "github.com/shardedcache/shardedcache/memcache"
+
+	"github.com/shardedcache/shardedcache/integration_test/internal/fixtures"
 )
 
 // mcAPI is the keyed method set that *memcache.Client and the sharded
@@ -301,11 +303,11 @@ func newMCWire(f *testing.F) *mcWire {
 	var shards []shardedmc.ShardOptions
 	var srvs []shardedmc.Server
 	for range 3 {
-		s := startRealMemcached(f)
-		w.addrs = append(w.addrs, s.addr)
-		w.direct = append(w.direct, gomemcache.New(s.addr))
-		shards = append(shards, shardedmc.ShardOptions{Addr: s.addr, Timeout: 2 * time.Second})
-		srvs = append(srvs, shardedmc.Server{Addr: s.addr})
+		s := fixtures.StartRealMemcached(f)
+		w.addrs = append(w.addrs, s.Addr)
+		w.direct = append(w.direct, gomemcache.New(s.Addr))
+		shards = append(shards, shardedmc.ShardOptions{Addr: s.Addr, Timeout: 2 * time.Second})
+		srvs = append(srvs, shardedmc.Server{Addr: s.Addr})
 	}
 	var err error
 	if w.sharded, err = shardedmc.NewShardedClient(&shardedmc.ShardedOptions{Shards: shards}); err != nil {
@@ -464,10 +466,10 @@ func wireSafe(key string) bool {
 // sends nothing (the move's own protocol carries the key in its command
 // line too), and the client it returns refuses the key.
 func TestMemcacheGetShardInWindowSendsNothingForUnsafeKeys(t *testing.T) {
-	servers := []*mcServer{startRealMemcached(t), startRealMemcached(t), startRealMemcached(t), startRealMemcached(t)}
-	opts, c := namedMemcache(t, servers, 3)
+	servers := []*fixtures.MCServer{fixtures.StartRealMemcached(t), fixtures.StartRealMemcached(t), fixtures.StartRealMemcached(t), fixtures.StartRealMemcached(t)}
+	opts, c := fixtures.NamedMemcache(t, servers, 3)
 	for _, s := range servers {
-		d := gomemcache.New(s.addr)
+		d := gomemcache.New(s.Addr)
 		if err := d.Set(&gomemcache.Item{Key: mcSentinel, Value: []byte("intact")}); err != nil {
 			t.Fatal(err)
 		}
@@ -478,7 +480,7 @@ func TestMemcacheGetShardInWindowSendsNothingForUnsafeKeys(t *testing.T) {
 	}
 	before := make([]map[string]int64, len(servers))
 	for i, s := range servers {
-		before[i] = mcStats(t, s.addr)
+		before[i] = mcStats(t, s.Addr)
 	}
 	for i := range 50 {
 		for _, key := range []string{"x\r\nflush_all\r\nmg y" + strconv.Itoa(i), "x\r\nms admin 4 T0\r\nroot\r\nmg y" + strconv.Itoa(i), "", "a b" + strconv.Itoa(i)} {
@@ -488,13 +490,13 @@ func TestMemcacheGetShardInWindowSendsNothingForUnsafeKeys(t *testing.T) {
 		}
 	}
 	for i, s := range servers {
-		after := mcStats(t, s.addr)
+		after := mcStats(t, s.Addr)
 		for _, name := range mcCounters {
 			if after[name] != before[i][name] {
 				t.Fatalf("server %d: %s moved from %d to %d", i, name, before[i][name], after[name])
 			}
 		}
-		d := gomemcache.New(s.addr)
+		d := gomemcache.New(s.Addr)
 		it, err := d.Get(mcSentinel)
 		d.Close()
 		if err != nil || string(it.Value) != "intact" {

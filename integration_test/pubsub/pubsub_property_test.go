@@ -1,4 +1,4 @@
-package integration_test
+package pubsub_test
 
 import (
 	"context"
@@ -14,6 +14,8 @@ import (
 
 	shardedredis "github.com/shardedcache/shardedcache/redis"
 	"github.com/shardedcache/shardedcache/shardedclient"
+
+	"github.com/shardedcache/shardedcache/integration_test/internal/fixtures"
 )
 
 // The property of pub/sub across change: one *redis.PubSub, subscribed and
@@ -27,14 +29,14 @@ import (
 // exactly once, nothing else. The seed is -seed or $DIFF_SEED (else the
 // clock), logged.
 func TestPubSubPropertyShardChanges(t *testing.T) {
-	seed := diffSeed(t)
+	seed := fixtures.DiffSeed(t)
 	t.Logf("seed=%d (rerun with -seed %d or DIFF_SEED=%d)", seed, seed, seed)
-	forEachPubSubBackend(t, func(t *testing.T, b psBackend) {
+	fixtures.ForEachPubSubBackend(t, func(t *testing.T, b fixtures.PSBackend) {
 		p := newPSProperty(t, b, rand.New(rand.NewPCG(uint64(seed), 0)))
 		// redis-server stops (SIGSTOP) to be ejected: each ejection waits a
 		// read timeout, so fewer steps there.
 		steps := 80
-		if p.servers[0].real {
+		if p.servers[0].Real {
 			steps = 30
 		}
 		for i := range steps {
@@ -49,31 +51,31 @@ func TestPubSubPropertyShardChanges(t *testing.T) {
 type psProperty struct {
 	t       *testing.T
 	rng     *rand.Rand
-	servers []*psServer
+	servers []*fixtures.PSServer
 	c       *shardedredis.ShardedClient
-	r       *psReader
-	list    []*psServer     // the shard list, in order
-	down    []*psServer     // servers down, their shards ejected
-	subs    map[string]bool // channels and patterns subscribed: the model
-	done    map[string]int  // steps run, by kind
+	r       *fixtures.PSReader
+	list    []*fixtures.PSServer // the shard list, in order
+	down    []*fixtures.PSServer // servers down, their shards ejected
+	subs    map[string]bool      // channels and patterns subscribed: the model
+	done    map[string]int       // steps run, by kind
 }
 
 // The channels and patterns the test draws from, and the channels that
 // only patterns reach, each at most one (miniredis delivers a message once
 // per client however many of its patterns match, Redis once per pattern).
 var (
-	psChannels        = psNames("ch", 16)
+	psChannels        = fixtures.PSNames("ch", 16)
 	psPatterns        = []string{"p.a*", "p.b?", "p.c*"}
 	psPatternChannels = []string{"p.a1", "p.b1", "p.c", "p.bb2"}
 )
 
-func newPSProperty(t *testing.T, b psBackend, rng *rand.Rand) *psProperty {
-	servers := startPSServers(t, b, 4)
+func newPSProperty(t *testing.T, b fixtures.PSBackend, rng *rand.Rand) *psProperty {
+	servers := fixtures.StartPSServers(t, b, 4)
 	p := &psProperty{t: t, rng: rng, servers: servers, list: servers[:2], subs: map[string]bool{}, done: map[string]int{}}
-	p.c = newPSClient(t, shardedredis.Health{
+	p.c = fixtures.NewPSClient(t, shardedredis.Health{
 		Mode: shardedclient.EjectMode, FailureLimit: 1, RetryTimeout: 20 * time.Millisecond,
 	}, p.list...)
-	p.r = newPSReader(t, p.c.PSubscribe(ctx, psPatterns[0]))
+	p.r = fixtures.NewPSReader(t, p.c.PSubscribe(ctx, psPatterns[0]))
 	p.expectCalls("psubscribe", true, psPatterns[:1])
 	return p
 }
@@ -94,27 +96,27 @@ func (p *psProperty) step(i int) {
 		{"punsubscribe", true, func() { p.call("punsubscribe", false, p.pick(psPatterns)) }},
 		{"SetShards", true, func() {
 			p.list = p.randomList()
-			if err := p.c.SetShards(psShards(p.list...)); err != nil {
+			if err := p.c.SetShards(fixtures.PSShards(p.list...)); err != nil {
 				t.Fatalf("step %d: SetShards: %v", i, err)
 			}
 		}},
 		{"eject", len(p.list)-len(p.down) >= 2, func() {
-			s := p.randomOf(p.list, func(s *psServer) bool { return !slices.Contains(p.down, s) })
-			ejectServer(t, p.c, s)
+			s := p.randomOf(p.list, func(s *fixtures.PSServer) bool { return !slices.Contains(p.down, s) })
+			fixtures.EjectServer(t, p.c, s)
 			p.down = append(p.down, s)
 		}},
 		{"rejoin", len(p.down) > 0, func() {
 			s := p.down[p.rng.IntN(len(p.down))]
-			rejoinServer(t, p.c, s)
-			p.down = slices.DeleteFunc(p.down, func(d *psServer) bool { return d == s })
+			fixtures.RejoinServer(t, p.c, s)
+			p.down = slices.DeleteFunc(p.down, func(d *fixtures.PSServer) bool { return d == s })
 		}},
 		{"resharding", true, func() {
 			list := p.randomList()
-			if err := p.c.BeginResharding(psShards(list...)); err != nil {
+			if err := p.c.BeginResharding(fixtures.PSShards(list...)); err != nil {
 				// A server that is down cannot be cleaned of stale copies:
 				// the window is refused, naming it, and nothing changes.
 				var se *shardedclient.ShardError
-				if !errors.As(err, &se) || !slices.ContainsFunc(p.down, func(d *psServer) bool { return se.Addr == d.addr }) {
+				if !errors.As(err, &se) || !slices.ContainsFunc(p.down, func(d *fixtures.PSServer) bool { return se.Addr == d.Addr }) {
 					t.Fatalf("step %d: BeginResharding: %v", i, err)
 				}
 				p.check(fmt.Sprintf("step %d (resharding refused)", i), nil)
@@ -123,7 +125,7 @@ func (p *psProperty) step(i int) {
 			p.list = list
 			p.check(fmt.Sprintf("step %d (resharding window open)", i), nil)
 			if len(p.down) == 0 {
-				runMigration(t, p.c) // it ends the window
+				fixtures.RunMigration(t, p.c) // it ends the window
 			} else if err := p.c.AbandonResharding(); err != nil { // an ejected source cannot be migrated; there are no keys
 				t.Fatalf("step %d: AbandonResharding: %v", i, err)
 			}
@@ -133,7 +135,7 @@ func (p *psProperty) step(i int) {
 	for !st.ok {
 		st = steps[p.rng.IntN(len(steps))]
 	}
-	var ejected *psServer
+	var ejected *fixtures.PSServer
 	st.run()
 	p.done[st.name]++
 	if st.name == "eject" {
@@ -154,7 +156,7 @@ var psCalls = map[string]func(*goredis.PubSub, context.Context, ...string) error
 // kind) and checks its psConfirmations against the model.
 func (p *psProperty) call(command string, subscribes bool, names []string) {
 	p.t.Helper()
-	if err := psCalls[command](p.r.ps, ctx, names...); err != nil {
+	if err := psCalls[command](p.r.PS, ctx, names...); err != nil {
 		p.t.Fatalf("%s %q: %v", command, names, err)
 	}
 	p.expectCalls(command, subscribes, names)
@@ -172,7 +174,7 @@ func (p *psProperty) expectCalls(command string, subscribes bool, names []string
 		names = slices.DeleteFunc(slices.Clone(universe), func(n string) bool { return !p.subs[n] })
 		slices.Sort(names)
 		if len(names) == 0 {
-			p.r.expect(goredis.Subscription{Kind: command, Count: len(p.subs)})
+			p.r.Expect(goredis.Subscription{Kind: command, Count: len(p.subs)})
 			return
 		}
 	}
@@ -182,28 +184,28 @@ func (p *psProperty) expectCalls(command string, subscribes bool, names []string
 		} else {
 			delete(p.subs, n)
 		}
-		p.r.expect(goredis.Subscription{Kind: command, Channel: n, Count: len(p.subs)})
+		p.r.Expect(goredis.Subscription{Kind: command, Channel: n, Count: len(p.subs)})
 	}
 }
 
 // check syncs and checks the property; errors before the pong may only be
 // the ejected server's.
-func (p *psProperty) check(what string, ejected *psServer) {
+func (p *psProperty) check(what string, ejected *fixtures.PSServer) {
 	p.t.Helper()
-	errs := p.r.sync()
+	errs := p.r.Sync()
 	if ejected == nil && len(errs) > 0 {
 		p.t.Fatalf("%s: errors before the pong: %v", what, errs)
 	}
-	wantShardErrors(p.t, what, errs, ejected)
-	want := psPlacement{down: p.down}
+	fixtures.WantShardErrors(p.t, what, errs, ejected)
+	want := fixtures.PSPlacement{Down: p.down}
 	for n := range p.subs {
 		if slices.Contains(psPatterns, n) {
-			want.patterns = append(want.patterns, n)
+			want.Patterns = append(want.Patterns, n)
 		} else {
-			want.channels = append(want.channels, n)
+			want.Channels = append(want.Channels, n)
 		}
 	}
-	checkPSPlacement(p.t, p.c, p.servers, want)
+	fixtures.CheckPSPlacement(p.t, p.c, p.servers, want)
 	rs := map[string][]string{}
 	for _, ch := range psChannels {
 		if p.subs[ch] {
@@ -214,13 +216,13 @@ func (p *psProperty) check(what string, ejected *psServer) {
 	}
 	for _, ch := range psPatternChannels {
 		rs[ch] = nil
-		for _, pat := range want.patterns {
+		for _, pat := range want.Patterns {
 			if ok, _ := path.Match(pat, ch); ok {
 				rs[ch] = append(rs[ch], pat)
 			}
 		}
 	}
-	p.r.deliver(psPublisher(p.c), what, rs)
+	p.r.Deliver(fixtures.PSPublisher(p.c), what, rs)
 }
 
 // pick returns 1 to 4 names of universe.
@@ -235,23 +237,23 @@ func (p *psProperty) pick(universe []string) []string {
 // randomList returns a random shard list: every server that is down (its
 // shard stays ejected only while it stays in the list) and at least one
 // that is up, in a random order.
-func (p *psProperty) randomList() []*psServer {
-	var list []*psServer
+func (p *psProperty) randomList() []*fixtures.PSServer {
+	var list []*fixtures.PSServer
 	for _, s := range p.servers {
 		if slices.Contains(p.down, s) || p.rng.IntN(2) == 0 {
 			list = append(list, s)
 		}
 	}
 	if len(list) == len(p.down) {
-		list = append(list, p.randomOf(p.servers, func(s *psServer) bool { return !slices.Contains(p.down, s) }))
+		list = append(list, p.randomOf(p.servers, func(s *fixtures.PSServer) bool { return !slices.Contains(p.down, s) }))
 	}
 	p.rng.Shuffle(len(list), func(i, j int) { list[i], list[j] = list[j], list[i] })
 	return list
 }
 
 // randomOf returns a random server of from that ok accepts.
-func (p *psProperty) randomOf(from []*psServer, ok func(*psServer) bool) *psServer {
-	var candidates []*psServer
+func (p *psProperty) randomOf(from []*fixtures.PSServer, ok func(*fixtures.PSServer) bool) *fixtures.PSServer {
+	var candidates []*fixtures.PSServer
 	for _, s := range from {
 		if ok(s) {
 			candidates = append(candidates, s)

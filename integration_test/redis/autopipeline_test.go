@@ -1,4 +1,4 @@
-package integration_test
+package redis_test
 
 // Autopipelining (issue 28): what the sharded client promises holds with
 // every command through go-redis's engine. The differential tests and the
@@ -13,7 +13,6 @@ import (
 	"errors"
 	"io"
 	"net"
-	"os"
 	"sync"
 	"syscall"
 	"testing"
@@ -22,47 +21,27 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	shardedredis "github.com/shardedcache/shardedcache/redis"
+
+	"github.com/shardedcache/shardedcache/integration_test/internal/fixtures"
 )
-
-// withAP turns autopipelining on in opt for every shard (AutoPipelineOptions
-// in the shared options) and sends every command through the engine
-// (AutoPipelineFrom 1), even from one goroutine; it returns opt.
-func withAP(opt *shardedredis.ShardedOptions) *shardedredis.ShardedOptions {
-	shared := goredis.Options{}
-	if opt.Options != nil {
-		shared = *opt.Options
-	}
-	shared.AutoPipelineOptions = goredis.DefaultBlockingAutoPipelineOptions()
-	opt.Options, opt.AutoPipelineFrom = &shared, 1
-	return opt
-}
-
-// withAPEnv is withAP when SHARDEDCACHE_TEST_AUTOPIPELINE is 1, else opt
-// unchanged.
-func withAPEnv(opt *shardedredis.ShardedOptions) *shardedredis.ShardedOptions {
-	if os.Getenv("SHARDEDCACHE_TEST_AUTOPIPELINE") == "1" {
-		return withAP(opt)
-	}
-	return opt
-}
 
 // startAPShards starts n redis-servers and an autopipelined ShardedClient
 // over them, with the failure tests' timeouts (realShard).
-func startAPShards(t *testing.T, n int) ([]*redisProc, *shardedredis.ShardedClient) {
+func startAPShards(t *testing.T, n int) ([]*fixtures.RedisProc, *shardedredis.ShardedClient) {
 	t.Helper()
-	bin := realRedisBin(t)
-	procs := make([]*redisProc, n)
+	bin := fixtures.RealRedisBin(t)
+	procs := make([]*fixtures.RedisProc, n)
 	opts := make([]shardedredis.ShardOptions, n)
 	for i := range procs {
-		procs[i] = startRedisProc(t, bin, "")
-		opts[i] = realShard(procs[i].addr)
+		procs[i] = fixtures.StartRedisProc(t, bin, "")
+		opts[i] = fixtures.RealShard(procs[i].Addr)
 	}
-	c, err := shardedredis.NewShardedClient(withAP(&shardedredis.ShardedOptions{Shards: opts}))
+	c, err := shardedredis.NewShardedClient(fixtures.WithAP(&shardedredis.ShardedOptions{Shards: opts}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	closeAndSettle(t, c)
-	for _, k := range keys(300) {
+	fixtures.CloseAndSettle(t, c)
+	for _, k := range fixtures.Keys(300) {
 		if err := c.Set(ctx, k, "v:"+k, 0).Err(); err != nil {
 			t.Fatal(err)
 		}
@@ -78,8 +57,8 @@ func startAPShards(t *testing.T, n int) ([]*redisProc, *shardedredis.ShardedClie
 func TestAutoPipelineHungShard(t *testing.T) {
 	procs, c := startAPShards(t, 3)
 	const hung = 1
-	owners := byOwner(c, keys(300))
-	procs[hung].signal(t, syscall.SIGSTOP)
+	owners := fixtures.ByOwner(c, fixtures.Keys(300))
+	procs[hung].Signal(t, syscall.SIGSTOP)
 
 	const n = 12
 	var wg sync.WaitGroup
@@ -95,7 +74,7 @@ func TestAutoPipelineHungShard(t *testing.T) {
 			k := owners[2*(g%2)][g]
 			start := time.Now()
 			v, err := c.Get(ctx, k).Result()
-			if d := time.Since(start); err != nil || v != "v:"+k || d >= realTimeout {
+			if d := time.Since(start); err != nil || v != "v:"+k || d >= fixtures.RealTimeout {
 				t.Errorf("GET %s on a live shard = %q, %v after %v", k, v, err, d)
 			}
 		})
@@ -115,7 +94,7 @@ func TestAutoPipelineHungShard(t *testing.T) {
 	wg.Wait()
 	timeout := func(what string, err error) {
 		t.Helper()
-		wantShardError(t, what, err, hung, procs[hung].addr)
+		fixtures.WantShardError(t, what, err, hung, procs[hung].Addr)
 		if netErr := net.Error(nil); !errors.As(err, &netErr) || !netErr.Timeout() {
 			t.Fatalf("%s: %v, want a timeout", what, err)
 		}
@@ -124,8 +103,8 @@ func TestAutoPipelineHungShard(t *testing.T) {
 		timeout("GET on the hung shard", err)
 		// The engine runs one batch at a time: a command waits for the
 		// batch before its own, at most.
-		if hungTimes[g] < realTimeout-10*time.Millisecond || hungTimes[g] > 3*realTimeout+700*time.Millisecond {
-			t.Fatalf("GET on the hung shard returned after %v; ReadTimeout %v", hungTimes[g], realTimeout)
+		if hungTimes[g] < fixtures.RealTimeout-10*time.Millisecond || hungTimes[g] > 3*fixtures.RealTimeout+700*time.Millisecond {
+			t.Fatalf("GET on the hung shard returned after %v; ReadTimeout %v", hungTimes[g], fixtures.RealTimeout)
 		}
 	}
 	timeout("pipeline", pipeErr)
@@ -142,10 +121,10 @@ func TestAutoPipelineHungShard(t *testing.T) {
 		t.Fatalf("hung shard stats %+v, want %d errors", st, n+1)
 	}
 
-	short, cancel := context.WithTimeout(ctx, realTimeout/4)
+	short, cancel := context.WithTimeout(ctx, fixtures.RealTimeout/4)
 	defer cancel()
 	err := c.Get(short, owners[hung][0]).Err()
-	wantShardError(t, "GET past its deadline", err, hung, procs[hung].addr)
+	fixtures.WantShardError(t, "GET past its deadline", err, hung, procs[hung].Addr)
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("GET past its deadline: %v", err)
 	}
@@ -153,8 +132,8 @@ func TestAutoPipelineHungShard(t *testing.T) {
 		t.Fatalf("a caller's deadline counted as the shard's failure: %+v", st)
 	}
 
-	procs[hung].signal(t, syscall.SIGCONT)
-	poll(t, 10*time.Second, "the continued shard", func() error { return c.Get(ctx, owners[hung][0]).Err() })
+	procs[hung].Signal(t, syscall.SIGCONT)
+	fixtures.Poll(t, 10*time.Second, "the continued shard", func() error { return c.Get(ctx, owners[hung][0]).Err() })
 }
 
 // A shard killed while goroutines' batches are in flight: every command
@@ -163,7 +142,7 @@ func TestAutoPipelineHungShard(t *testing.T) {
 func TestAutoPipelineKilledShard(t *testing.T) {
 	procs, c := startAPShards(t, 3)
 	const dead = 2
-	owners := byOwner(c, keys(300))
+	owners := fixtures.ByOwner(c, fixtures.Keys(300))
 	const n = 16
 	var started, wg sync.WaitGroup
 	started.Add(n)
@@ -190,7 +169,7 @@ func TestAutoPipelineKilledShard(t *testing.T) {
 		})
 	}
 	started.Wait()
-	procs[dead].kill()
+	procs[dead].Kill()
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
 	select {
@@ -199,7 +178,7 @@ func TestAutoPipelineKilledShard(t *testing.T) {
 		t.Fatal("commands on the killed shard still wait")
 	}
 	for _, err := range errs {
-		wantShardError(t, "GET on the killed shard", err, dead, procs[dead].addr)
+		fixtures.WantShardError(t, "GET on the killed shard", err, dead, procs[dead].Addr)
 		if !errors.Is(err, syscall.ECONNREFUSED) && !errors.Is(err, syscall.ECONNRESET) && !errors.Is(err, io.EOF) {
 			t.Fatalf("GET on the killed shard: %v; want a refused dial or a broken connection", err)
 		}

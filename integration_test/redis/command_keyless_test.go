@@ -1,4 +1,4 @@
-package integration_test
+package redis_test
 
 import (
 	"errors"
@@ -11,6 +11,8 @@ import (
 
 	shardedredis "github.com/shardedcache/shardedcache/redis"
 	"github.com/shardedcache/shardedcache/shardedclient"
+
+	"github.com/shardedcache/shardedcache/integration_test/internal/fixtures"
 )
 
 // Keyless commands on three redis-servers, by Redis's rule for clients: one
@@ -19,7 +21,7 @@ import (
 // method's type; what has no sharded meaning is refused and reaches no
 // server.
 func TestCommandKeylessRealRedis(t *testing.T) {
-	procs, c := startRealShards(t, 3)
+	procs, c := fixtures.StartRealShards(t, 3)
 	shards := c.Shards()
 
 	// Any one shard.
@@ -59,7 +61,7 @@ func TestCommandKeylessRealRedis(t *testing.T) {
 	// Refused before sending, typed or through Do alike.
 	before := make([]map[string]int64, len(procs))
 	for i, s := range shards {
-		before[i] = readCounts(t, s.Client).calls
+		before[i] = fixtures.ReadCounts(t, s.Client).Calls
 	}
 	for name, err := range map[string]error{
 		"SlowLogGet":      c.SlowLogGet(ctx, 1).Err(),
@@ -79,7 +81,7 @@ func TestCommandKeylessRealRedis(t *testing.T) {
 	for i, s := range shards {
 		want := maps.Clone(before[i])
 		want["info"]++ // the INFO that read before[i]
-		if after := readCounts(t, s.Client).calls; !maps.Equal(after, want) {
+		if after := fixtures.ReadCounts(t, s.Client).Calls; !maps.Equal(after, want) {
 			t.Errorf("shard %d: refused commands reached it: commands %v, want %v", i, after, want)
 		}
 	}
@@ -91,7 +93,7 @@ func TestCommandKeylessRealRedis(t *testing.T) {
 // arity) runs there and gets the server's own reply; connection state is
 // still refused, and over three shards the same calls are refused.
 func TestCommandOneShardIsOneServer(t *testing.T) {
-	_, c := startRealShards(t, 1)
+	_, c := fixtures.StartRealShards(t, 1)
 	server := c.Shards()[0].Client
 
 	info, err := c.Info(ctx, "server").Result()
@@ -163,7 +165,7 @@ func TestCommandOneShardIsOneServer(t *testing.T) {
 
 // Over three shards, what runs on one server is refused, sent nowhere.
 func TestCommandThreeShardsRefuseOneServer(t *testing.T) {
-	_, c := startRealShards(t, 3)
+	_, c := fixtures.StartRealShards(t, 3)
 	for name, err := range map[string]error{
 		"INFO":            c.Info(ctx, "server").Err(),
 		"SLOWLOG GET":     c.SlowLogGet(ctx, 1).Err(),
@@ -185,7 +187,7 @@ func TestCommandThreeShardsRefuseOneServer(t *testing.T) {
 // *shardedclient.MultiShardError with shard 1's own reply, and the other
 // shards loaded it (FUNCTION LIST there shows it).
 func TestSplitWriteErrorNamesShardRealRedis(t *testing.T) {
-	_, c := startRealShards(t, 3)
+	_, c := fixtures.StartRealShards(t, 3)
 	shards := c.Shards()
 	const lib = "#!lua name=mylib\nredis.register_function('one', function() return 1 end)"
 	if err := shards[1].Client.FunctionLoad(ctx, lib).Err(); err != nil {

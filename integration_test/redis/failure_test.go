@@ -1,4 +1,4 @@
-package integration_test
+package redis_test
 
 // Shard failure on miniredis shards: a closed (dead) shard in failure mode
 // and in eject mode, pipelines and MGET with a dead shard, an address that
@@ -23,22 +23,9 @@ import (
 	shardedredis "github.com/shardedcache/shardedcache/redis"
 	"github.com/shardedcache/shardedcache/ring"
 	"github.com/shardedcache/shardedcache/shardedclient"
-)
 
-const (
-	failPoolSize     = 4
-	failPipePoolSize = 2
-	failTimeout      = 200 * time.Millisecond
+	"github.com/shardedcache/shardedcache/integration_test/internal/fixtures"
 )
-
-// failShard is a shard at addr with small timeouts, no retries and small
-// pools, so that a dead shard fails fast and cannot grow a pool.
-func failShard(addr string) shardedredis.ShardOptions {
-	return shardedredis.ShardOptions{Addr: addr, Options: &goredis.Options{
-		DialTimeout: failTimeout, ReadTimeout: failTimeout, WriteTimeout: failTimeout,
-		DialerRetries: 1, MaxRetries: -1, PoolSize: failPoolSize, PipelinePoolSize: failPipePoolSize,
-	}}
-}
 
 // startFailShards starts n miniredis servers and a ShardedClient over them
 // (unnamed shards, Jedis placement) with the health policy h.
@@ -48,89 +35,14 @@ func startFailShards(t *testing.T, n int, h shardedredis.Health) ([]*miniredis.M
 	opts := make([]shardedredis.ShardOptions, n)
 	for i := range servers {
 		servers[i] = miniredis.RunT(t)
-		opts[i] = failShard(servers[i].Addr())
+		opts[i] = fixtures.FailShard(servers[i].Addr())
 	}
 	c, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: opts, Health: h})
 	if err != nil {
 		t.Fatal(err)
 	}
-	closeAndSettle(t, c)
+	fixtures.CloseAndSettle(t, c)
 	return servers, opts, c
-}
-
-// closeAndSettle closes c at the end of the test, then waits until
-// go-redis's dial probes of dead addresses (pool.tryDial, which sleep a
-// second between attempts) have seen the closed pools and ended, so that
-// the package's goleak check does not count them.
-func closeAndSettle(t *testing.T, c *shardedredis.ShardedClient) {
-	t.Cleanup(func() {
-		if err := c.Close(); err != nil {
-			t.Error(err)
-		}
-		waitNoGoroutine(t, "pool.(*ConnPool).tryDial", 5*time.Second)
-	})
-}
-
-// waitNoGoroutine waits until no goroutine's stack contains fn.
-func waitNoGoroutine(t *testing.T, fn string, timeout time.Duration) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	buf := make([]byte, 1<<20)
-	for {
-		n := runtime.Stack(buf, true)
-		if !strings.Contains(string(buf[:n]), fn) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Errorf("a goroutine in %s still runs %v after Close", fn, timeout)
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// poll calls f every 20ms until it returns nil, or fails the test after
-// timeout with f's last error.
-func poll(t *testing.T, timeout time.Duration, what string, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: still failing after %v: %v", what, timeout, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// wantShardError fails unless err is a *ShardError naming shard i at addr.
-func wantShardError(t *testing.T, what string, err error, i int, addr string) *shardedclient.ShardError {
-	t.Helper()
-	var se *shardedclient.ShardError
-	if !errors.As(err, &se) || se.Index != i || se.Addr != addr {
-		t.Fatalf("%s: %v (%T), want a ShardError naming shard %d (%s)", what, err, err, i, addr)
-	}
-	label := fmt.Sprintf("shard %d", i)
-	if se.Name != "" {
-		label += fmt.Sprintf(" %q", se.Name)
-	}
-	if label += " (" + addr + ")"; !strings.Contains(err.Error(), label) {
-		t.Fatalf("%s: error %q does not name %s", what, err, label)
-	}
-	return se
-}
-
-// byOwner splits ks by the shard that c places each on.
-func byOwner(c *shardedredis.ShardedClient, ks []string) map[int][]string {
-	out := map[int][]string{}
-	for _, k := range ks {
-		i := c.GetShardInfo(k).Index
-		out[i] = append(out[i], k)
-	}
-	return out
 }
 
 // poolConns returns the connections of shard i's main and pipeline pools.
@@ -148,15 +60,15 @@ func poolConns(c *shardedredis.ShardedClient, i int) (main, pipe uint32) {
 // same client.
 func TestFailureModeDeadShardOthersServe(t *testing.T) {
 	servers, _, c := startFailShards(t, 3, shardedredis.Health{})
-	ks := keys(3000)
+	ks := fixtures.Keys(3000)
 	kv := map[string]int{}
 	for i, k := range ks {
 		kv[k] = i
 	}
-	if err := pipelineSet(c, kv); err != nil {
+	if err := fixtures.PipelineSet(c, kv); err != nil {
 		t.Fatal(err)
 	}
-	owners := byOwner(c, ks)
+	owners := fixtures.ByOwner(c, ks)
 	const dead = 1
 	addrs := []string{servers[0].Addr(), servers[1].Addr(), servers[2].Addr()}
 	deadAddr := addrs[dead]
@@ -195,8 +107,8 @@ func TestFailureModeDeadShardOthersServe(t *testing.T) {
 		t.Fatalf("live shard: %v", err)
 	}
 	for _, i := range []int{0, 2} {
-		if m, p := poolConns(c, i); m > failPoolSize || p > failPipePoolSize {
-			t.Fatalf("live shard %d has %d connections (pipeline pool %d); pool size %d", i, m, p, failPoolSize)
+		if m, p := poolConns(c, i); m > fixtures.FailPoolSize || p > fixtures.FailPipePoolSize {
+			t.Fatalf("live shard %d has %d connections (pipeline pool %d); pool size %d", i, m, p, fixtures.FailPoolSize)
 		}
 	}
 
@@ -207,7 +119,7 @@ func TestFailureModeDeadShardOthersServe(t *testing.T) {
 		if d := time.Since(start); d > time.Second {
 			t.Fatalf("GET %s on the dead shard took %v", k, d)
 		}
-		wantShardError(t, "GET "+k, err, dead, deadAddr)
+		fixtures.WantShardError(t, "GET "+k, err, dead, deadAddr)
 		if errors.Is(err, goredis.Nil) {
 			t.Fatalf("GET %s: a miss instead of a failure", k)
 		}
@@ -235,7 +147,7 @@ func TestFailureModeDeadShardOthersServe(t *testing.T) {
 	}
 	// go-redis's pool probes a refused address once a second before it
 	// dials again.
-	poll(t, 10*time.Second, "the restarted shard", func() error { return c.Get(ctx, deadKeys[0]).Err() })
+	fixtures.Poll(t, 10*time.Second, "the restarted shard", func() error { return c.Get(ctx, deadKeys[0]).Err() })
 	for _, k := range owners[dead] {
 		if got, err := c.Get(ctx, k).Int(); err != nil || got != kv[k] {
 			t.Fatalf("GET %s after the restart = %d, %v; want %d", k, got, err, kv[k])
@@ -252,11 +164,11 @@ func TestEjectDeadShardKeysMoveToNextShardAndBack(t *testing.T) {
 	servers, _, c := startFailShards(t, 3, shardedredis.Health{
 		Mode: shardedclient.EjectMode, FailureLimit: 2, RetryTimeout: 300 * time.Millisecond,
 	})
-	ks := keys(10000)
+	ks := fixtures.Keys(10000)
 	orig := c.Ring()
 	const dead = 1
 	deadAddr := servers[dead].Addr()
-	deadKeys := byOwner(c, ks)[dead][:50]
+	deadKeys := fixtures.ByOwner(c, ks)[dead][:50]
 	for _, k := range deadKeys {
 		if err := c.Set(ctx, k, "old", 0).Err(); err != nil {
 			t.Fatal(err)
@@ -265,12 +177,12 @@ func TestEjectDeadShardKeysMoveToNextShardAndBack(t *testing.T) {
 	servers[dead].Close()
 
 	err := c.Get(ctx, deadKeys[0]).Err()
-	wantShardError(t, "first failure", err, dead, deadAddr)
+	fixtures.WantShardError(t, "first failure", err, dead, deadAddr)
 	if st := c.Stats()[dead]; st.Ejected || st.Errors != 1 {
 		t.Fatalf("after 1 failure: %+v", st)
 	}
 	err = c.Get(ctx, deadKeys[0]).Err()
-	wantShardError(t, "second failure", err, dead, deadAddr)
+	fixtures.WantShardError(t, "second failure", err, dead, deadAddr)
 	st := c.Stats()[dead]
 	if !st.Ejected || st.Ejections != 1 || st.Errors != 2 || st.Requests != 52 {
 		t.Fatalf("after 2 failures: %+v; want ejected once, 52 requests, 2 errors", st)
@@ -311,15 +223,15 @@ func TestEjectDeadShardKeysMoveToNextShardAndBack(t *testing.T) {
 		wantHolders := []int{min(dead, next), max(dead, next)}
 		v, _ := servers[next].Get(k)
 		stale, _ := servers[dead].Get(k)
-		if v != "new" || stale != "old" || !slices.Equal(holders(servers, k), wantHolders) {
-			t.Fatalf("%s: server %d holds %q, the dead one %q; holders %v, want %v", k, next, v, stale, holders(servers, k), wantHolders)
+		if v != "new" || stale != "old" || !slices.Equal(fixtures.Holders(servers, k), wantHolders) {
+			t.Fatalf("%s: server %d holds %q, the dead one %q; holders %v, want %v", k, next, v, stale, fixtures.Holders(servers, k), wantHolders)
 		}
 	}
 
 	if err := servers[dead].Restart(); err != nil {
 		t.Fatal(err)
 	}
-	poll(t, 15*time.Second, "the restarted shard rejoins", func() error {
+	fixtures.Poll(t, 15*time.Second, "the restarted shard rejoins", func() error {
 		if c.Stats()[dead].Ejected {
 			return errors.New("still ejected")
 		}
@@ -345,7 +257,7 @@ func TestEjectDeadShardKeysMoveToNextShardAndBack(t *testing.T) {
 // NewShardedClient.
 func TestEjectByProbeWithoutTraffic(t *testing.T) {
 	_, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{
-		Shards: []shardedredis.ShardOptions{failShard("127.0.0.1:1")},
+		Shards: []shardedredis.ShardOptions{fixtures.FailShard("127.0.0.1:1")},
 		Health: shardedredis.Health{FailureLimit: -1},
 	})
 	if err == nil || err.Error() != "shardedclient: failure limit -1 is negative" {
@@ -354,14 +266,14 @@ func TestEjectByProbeWithoutTraffic(t *testing.T) {
 	servers, _, c := startFailShards(t, 3, shardedredis.Health{
 		Mode: shardedclient.EjectMode, FailureLimit: 2, RetryTimeout: time.Hour, ProbeInterval: 20 * time.Millisecond,
 	})
-	poll(t, 5*time.Second, "probes", func() error {
+	fixtures.Poll(t, 5*time.Second, "probes", func() error {
 		if c.Stats()[0].Requests < 2 {
 			return errors.New("no probe yet")
 		}
 		return nil
 	})
 	servers[2].Close()
-	poll(t, 5*time.Second, "the dead shard is ejected", func() error {
+	fixtures.Poll(t, 5*time.Second, "the dead shard is ejected", func() error {
 		if !c.Stats()[2].Ejected {
 			return errors.New("not ejected")
 		}
@@ -370,7 +282,7 @@ func TestEjectByProbeWithoutTraffic(t *testing.T) {
 	if st := c.Stats(); st[2].Errors != 2 || st[2].Ejections != 1 || st[0].Errors != 0 || st[1].Errors != 0 {
 		t.Fatalf("stats %+v; want exactly 2 failed probes of shard 2", st)
 	}
-	for _, k := range keys(1000) {
+	for _, k := range fixtures.Keys(1000) {
 		if c.GetShardInfo(k).Index == 2 {
 			t.Fatalf("%s on the ejected shard", k)
 		}
@@ -383,13 +295,13 @@ func TestEjectByProbeWithoutTraffic(t *testing.T) {
 // grow the live shards' pools.
 func TestDeadShardPipelineAndMGet(t *testing.T) {
 	servers, _, c := startFailShards(t, 3, shardedredis.Health{})
-	ks := keys(30)
+	ks := fixtures.Keys(30)
 	for _, k := range ks {
 		if err := c.Set(ctx, k, "v:"+k, 0).Err(); err != nil {
 			t.Fatal(err)
 		}
 	}
-	owners := byOwner(c, ks)
+	owners := fixtures.ByOwner(c, ks)
 	for i := range 3 {
 		if len(owners[i]) < 2 {
 			t.Fatalf("shard %d owns %d of the keys; want a pipeline on each", i, len(owners[i]))
@@ -408,12 +320,12 @@ func TestDeadShardPipelineAndMGet(t *testing.T) {
 			return nil
 		})
 		slowest = max(slowest, time.Since(start))
-		wantShardError(t, "pipeline", err, dead, deadAddr)
+		fixtures.WantShardError(t, "pipeline", err, dead, deadAddr)
 		for j, cmd := range cmds {
 			k := ks[j]
 			v, err := cmd.(*goredis.StringCmd).Result()
 			if c.GetShardInfo(k).Index == dead {
-				wantShardError(t, "pipelined GET "+k, err, dead, deadAddr)
+				fixtures.WantShardError(t, "pipelined GET "+k, err, dead, deadAddr)
 			} else if err != nil || v != "v:"+k {
 				t.Fatalf("pipelined GET %s = %q, %v", k, v, err)
 			}
@@ -421,7 +333,7 @@ func TestDeadShardPipelineAndMGet(t *testing.T) {
 		start = time.Now()
 		_, err = c.MGet(ctx, ks...).Result()
 		slowest = max(slowest, time.Since(start))
-		wantShardError(t, "MGET", err, dead, deadAddr)
+		fixtures.WantShardError(t, "MGET", err, dead, deadAddr)
 		// MGET of the live shards' keys alone succeeds.
 		liveKeys := append(slices.Clone(owners[0]), owners[2]...)
 		vals, err := c.MGet(ctx, liveKeys...).Result()
@@ -451,12 +363,12 @@ func TestDeadShardPipelineAndMGet(t *testing.T) {
 	}
 	for _, i := range []int{0, 2} {
 		m, p := poolConns(c, i)
-		if m != conns[i][0] || p != conns[i][1] || m > failPoolSize || p > failPipePoolSize {
+		if m != conns[i][0] || p != conns[i][1] || m > fixtures.FailPoolSize || p > fixtures.FailPipePoolSize {
 			t.Fatalf("live shard %d: %d+%d connections after 500 rounds, %d+%d after 10; pool sizes %d+%d",
-				i, m, p, conns[i][0], conns[i][1], failPoolSize, failPipePoolSize)
+				i, m, p, conns[i][0], conns[i][1], fixtures.FailPoolSize, fixtures.FailPipePoolSize)
 		}
 	}
-	poll(t, 5*time.Second, "goroutines", func() error {
+	fixtures.Poll(t, 5*time.Second, "goroutines", func() error {
 		if n := runtime.NumGoroutine(); n > goroutines {
 			return fmt.Errorf("%d goroutines, %d after the warm-up", n, goroutines)
 		}
@@ -484,23 +396,23 @@ func TestDeadShardPipelineAndMGet(t *testing.T) {
 func TestResolveFailureShardFailsFast(t *testing.T) {
 	const bad = "nonexistent.invalid:6379"
 	servers := []*miniredis.Miniredis{miniredis.RunT(t), miniredis.RunT(t)}
-	opts := []shardedredis.ShardOptions{failShard(servers[0].Addr()), failShard(servers[1].Addr()), failShard(bad)}
+	opts := []shardedredis.ShardOptions{fixtures.FailShard(servers[0].Addr()), fixtures.FailShard(servers[1].Addr()), fixtures.FailShard(bad)}
 	c, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: opts})
 	if err != nil {
 		t.Fatalf("NewShardedClient with an unresolvable address: %v; want it to connect lazily", err)
 	}
-	closeAndSettle(t, c)
-	owners := byOwner(c, keys(300))
+	fixtures.CloseAndSettle(t, c)
+	owners := fixtures.ByOwner(c, fixtures.Keys(300))
 	if len(owners[2]) < 20 {
 		t.Fatalf("%d keys on the unresolvable shard", len(owners[2]))
 	}
 	for _, k := range owners[2][:20] {
 		start := time.Now()
 		err := c.Set(ctx, k, "v", 0).Err()
-		if d := time.Since(start); d > failTimeout+500*time.Millisecond {
-			t.Fatalf("SET %s took %v; dial timeout %v", k, d, failTimeout)
+		if d := time.Since(start); d > fixtures.FailTimeout+500*time.Millisecond {
+			t.Fatalf("SET %s took %v; dial timeout %v", k, d, fixtures.FailTimeout)
 		}
-		wantShardError(t, "SET "+k, err, 2, bad)
+		fixtures.WantShardError(t, "SET "+k, err, 2, bad)
 		var dnsErr *net.DNSError
 		var netErr net.Error
 		if !errors.As(err, &dnsErr) && !(errors.As(err, &netErr) && netErr.Timeout()) {
@@ -525,18 +437,18 @@ func TestResolveFailureShardFailsFast(t *testing.T) {
 // again closes its client; an invalid list changes nothing.
 func TestSetShardsAddFourthMiniredis(t *testing.T) {
 	servers, opts, c := startFailShards(t, 3, shardedredis.Health{})
-	ks := keys(2000)
+	ks := fixtures.Keys(2000)
 	orig := c.Ring()
 	first := map[string]int{}
 	for i, k := range ks[:1000] {
 		first[k] = i
 	}
-	if err := pipelineSet(c, first); err != nil {
+	if err := fixtures.PipelineSet(c, first); err != nil {
 		t.Fatal(err)
 	}
 	old := c.Shards()
 	servers = append(servers, miniredis.RunT(t))
-	opts4 := append(slices.Clone(opts), failShard(servers[3].Addr()))
+	opts4 := append(slices.Clone(opts), fixtures.FailShard(servers[3].Addr()))
 	if err := c.SetShards(opts4); err != nil {
 		t.Fatal(err)
 	}
@@ -586,7 +498,7 @@ func TestSetShardsAddFourthMiniredis(t *testing.T) {
 	for i, k := range ks {
 		all[k] = i
 	}
-	if err := pipelineSet(c, all); err != nil {
+	if err := fixtures.PipelineSet(c, all); err != nil {
 		t.Fatal(err)
 	}
 	for _, k := range ks {
@@ -595,7 +507,7 @@ func TestSetShardsAddFourthMiniredis(t *testing.T) {
 			want = []int{orig.Locate(k), 3} // the stale copy stays behind
 			slices.Sort(want)
 		}
-		if got := holders(servers, k); !slices.Equal(got, want) {
+		if got := fixtures.Holders(servers, k); !slices.Equal(got, want) {
 			t.Fatalf("%s on servers %v, want %v", k, got, want)
 		}
 	}
@@ -619,7 +531,7 @@ func TestSetShardsAddFourthMiniredis(t *testing.T) {
 	if err := c.SetShards(opts); err != nil {
 		t.Fatal(err)
 	}
-	poll(t, 5*time.Second, "the removed shard's client is closed", func() error {
+	fixtures.Poll(t, 5*time.Second, "the removed shard's client is closed", func() error {
 		if err := removed.Ping(ctx).Err(); !errors.Is(err, goredis.ErrClosed) {
 			return fmt.Errorf("PING on the removed client: %v", err)
 		}
@@ -643,9 +555,9 @@ func TestEjectedShardLeftOutOfKeyspaceCommands(t *testing.T) {
 	servers, _, c := startFailShards(t, 3, shardedredis.Health{
 		Mode: shardedclient.EjectMode, FailureLimit: 1, RetryTimeout: time.Hour,
 	})
-	ks := keys(300)
+	ks := fixtures.Keys(300)
 	const dead = 2
-	deadKey := byOwner(c, ks)[dead][0]
+	deadKey := fixtures.ByOwner(c, ks)[dead][0]
 	servers[dead].Close()
 	if err := c.Get(ctx, deadKey).Err(); err == nil {
 		t.Fatal("GET on the dead shard succeeded")

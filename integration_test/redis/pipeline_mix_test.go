@@ -1,4 +1,4 @@
-package integration_test
+package redis_test
 
 import (
 	"errors"
@@ -10,6 +10,8 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	shardedredis "github.com/shardedcache/shardedcache/redis"
+
+	"github.com/shardedcache/shardedcache/integration_test/internal/fixtures"
 )
 
 // TestPipelineMix sends the same random pipelines, each mixing
@@ -26,10 +28,10 @@ func TestPipelineMix(t *testing.T) {
 // pipelineMix is TestPipelineMix; in a resharding window from two
 // servers to three when window (no DBSIZE then: the old copies count).
 func pipelineMix(t *testing.T, window bool) {
-	procs := sharedRedis(t, 4)
+	procs := fixtures.SharedRedis(t, 4)
 	var shards []shardedredis.ShardOptions
 	for i, p := range procs[:3] {
-		shards = append(shards, shardedredis.ShardOptions{Name: string(rune('a' + i)), Addr: p.addr})
+		shards = append(shards, shardedredis.ShardOptions{Name: string(rune('a' + i)), Addr: p.Addr})
 	}
 	first := shards
 	if window {
@@ -40,7 +42,7 @@ func pipelineMix(t *testing.T, window bool) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	plain := goredis.NewClient(&goredis.Options{Addr: procs[3].addr})
+	plain := goredis.NewClient(&goredis.Options{Addr: procs[3].Addr})
 	defer plain.Close()
 	rng := rand.New(rand.NewPCG(7, 11))
 	key := func() string { return "pm:" + strconv.Itoa(rng.IntN(12)) }

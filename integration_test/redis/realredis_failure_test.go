@@ -1,4 +1,4 @@
-package integration_test
+package redis_test
 
 // Shard failure on real redis-server processes: a shard killed with SIGKILL,
 // a hung shard (SIGSTOP, then SIGCONT), and a Sentinel-managed shard whose
@@ -8,15 +8,10 @@ package integration_test
 // (CI=true) that fails them.
 
 import (
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
 	"net"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -25,203 +20,24 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
-	"github.com/shardedcache/shardedcache/internal/serverproc"
 	shardedredis "github.com/shardedcache/shardedcache/redis"
+
+	"github.com/shardedcache/shardedcache/integration_test/internal/fixtures"
 )
-
-const realTimeout = 300 * time.Millisecond
-
-// realRedisBin finds redis-server, or skips the test (fails it in CI).
-func realRedisBin(t testing.TB) string {
-	t.Helper()
-	path, err := exec.LookPath("redis-server")
-	if err != nil {
-		if _, serr := os.Stat("/usr/bin/redis-server"); serr == nil {
-			return "/usr/bin/redis-server"
-		}
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("redis-server is required in CI: %v", err)
-		}
-		t.Skipf("redis-server not found: %v", err)
-	}
-	return path
-}
-
-// redisProc is a redis-server (or sentinel) process that the test can
-// signal.
-type redisProc struct {
-	addr   string
-	dir    string
-	cmd    *exec.Cmd
-	exited chan struct{}
-}
-
-// startRedisProc starts bin on a free port of 127.0.0.1 with no
-// persistence and extra arguments, waits until it answers PING (a NOAUTH
-// reply counts: the server runs, and wants a password), and kills it in
-// t.Cleanup. With conf set, it is written to a file that is passed first
-// (Sentinel needs a writable config file). "{port}" in conf and in extra is
-// the port.
-func startRedisProc(t testing.TB, bin, conf string, extra ...string) *redisProc {
-	t.Helper()
-	return startRedisProcTLS(t, bin, nil, conf, extra...)
-}
-
-// startRedisProcTLS is startRedisProc for a server that listens with TLS
-// only (extra has "--tls-port {port} --port 0"): PING goes over TLS with
-// tlsConf.
-func startRedisProcTLS(t testing.TB, bin string, tlsConf *tls.Config, conf string, extra ...string) *redisProc {
-	t.Helper()
-	var lastErr error
-	for range 5 {
-		p, err := tryRedisProc(t, bin, tlsConf, conf, extra)
-		if err == nil {
-			return p
-		}
-		lastErr = err // most likely the free port was taken meanwhile
-	}
-	t.Fatalf("%s does not start: %v", bin, lastErr)
-	return nil
-}
-
-func tryRedisProc(t testing.TB, bin string, tlsConf *tls.Config, conf string, extra []string) (*redisProc, error) {
-	p, err := launchRedisProc(bin, tlsConf, conf, extra, t.TempDir())
-	if err == nil {
-		t.Cleanup(p.kill)
-	}
-	return p, err
-}
-
-// launchRedisProc starts bin in dir and waits until it answers (see
-// startRedisProc); the caller kills it.
-func launchRedisProc(bin string, tlsConf *tls.Config, conf string, extra []string, dir string) (*redisProc, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	var args []string
-	if conf != "" {
-		file := filepath.Join(dir, "redis.conf")
-		if err := os.WriteFile(file, []byte(strings.ReplaceAll(conf, "{port}", strconv.Itoa(port))), 0o644); err != nil {
-			return nil, err
-		}
-		args = append(args, file)
-	} else {
-		args = append(args, "--save", "", "--appendonly", "no")
-	}
-	args = append(args, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--daemonize", "no",
-		"--dir", dir, "--logfile", filepath.Join(dir, "redis.log"))
-	for _, a := range extra {
-		args = append(args, strings.ReplaceAll(a, "{port}", strconv.Itoa(port)))
-	}
-	p := &redisProc{addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), dir: dir, cmd: serverproc.Command(bin, args...), exited: make(chan struct{})}
-	if err := p.cmd.Start(); err != nil {
-		return nil, err
-	}
-	go func() {
-		_ = p.cmd.Wait()
-		close(p.exited)
-	}()
-	c := goredis.NewClient(&goredis.Options{Addr: p.addr, MaxRetries: -1, DialTimeout: time.Second, TLSConfig: tlsConf})
-	defer c.Close()
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		err := c.Ping(ctx).Err()
-		if err == nil || goredis.IsAuthError(err) {
-			break
-		}
-		select {
-		case <-p.exited:
-			return nil, fmt.Errorf("%s on port %d exited: %s", bin, port, p.log())
-		default:
-		}
-		if time.Now().After(deadline) {
-			p.kill()
-			return nil, fmt.Errorf("%s on port %d does not answer PING: %v", bin, port, err)
-		}
-	}
-	return p, nil
-}
-
-// log returns the last lines of the process's log.
-func (p *redisProc) log() string {
-	b, _ := os.ReadFile(filepath.Join(p.dir, "redis.log"))
-	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-	return strings.Join(lines[max(0, len(lines)-8):], "\n")
-}
-
-// kill kills the process (stopped or not) and waits for it to exit.
-func (p *redisProc) kill() {
-	_ = p.cmd.Process.Signal(syscall.SIGKILL)
-	<-p.exited
-}
-
-// signal sends sig and waits until the process is in the state it causes
-// (/proc/<pid>/stat: "T" stopped; anything else once continued).
-func (p *redisProc) signal(t *testing.T, sig syscall.Signal) {
-	t.Helper()
-	if err := p.cmd.Process.Signal(sig); err != nil {
-		t.Fatal(err)
-	}
-	stopped := func() bool {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid))
-		if err != nil {
-			return false
-		}
-		// pid (comm) state ...
-		s := string(b)
-		fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-		return len(fields) > 0 && fields[0] == "T"
-	}
-	if _, err := os.Stat("/proc/self/stat"); err != nil {
-		return // no procfs: the signal is delivered promptly anyway
-	}
-	for deadline := time.Now().Add(5 * time.Second); stopped() != (sig == syscall.SIGSTOP); time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("process %d does not change state after %v", p.cmd.Process.Pid, sig)
-		}
-	}
-}
-
-func realShard(addr string) shardedredis.ShardOptions {
-	return shardedredis.ShardOptions{Addr: addr, Options: &goredis.Options{
-		DialTimeout: realTimeout, ReadTimeout: realTimeout, WriteTimeout: realTimeout,
-		DialerRetries: 1, MaxRetries: -1, PoolSize: 4,
-	}}
-}
-
-// startRealShards starts n redis-servers and a ShardedClient over them.
-func startRealShards(t *testing.T, n int) ([]*redisProc, *shardedredis.ShardedClient) {
-	t.Helper()
-	bin := realRedisBin(t)
-	procs := make([]*redisProc, n)
-	opts := make([]shardedredis.ShardOptions, n)
-	for i := range procs {
-		procs[i] = startRedisProc(t, bin, "")
-		opts[i] = realShard(procs[i].addr)
-	}
-	c, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: opts})
-	if err != nil {
-		t.Fatal(err)
-	}
-	closeAndSettle(t, c)
-	return procs, c
-}
 
 // A SIGKILLed shard: commands for its keys fail within the timeouts with
 // its ShardError (a broken pooled connection, then refused dials); the
 // other shards are untouched.
 func TestRealRedisKilledShard(t *testing.T) {
-	procs, c := startRealShards(t, 3)
-	ks := keys(300)
+	procs, c := fixtures.StartRealShards(t, 3)
+	ks := fixtures.Keys(300)
 	for _, k := range ks {
 		if err := c.Set(ctx, k, "v:"+k, 0).Err(); err != nil {
 			t.Fatal(err)
 		}
 	}
 	const dead = 1
-	procs[dead].kill()
+	procs[dead].Kill()
 	var last error
 	for _, k := range ks {
 		start := time.Now()
@@ -233,10 +49,10 @@ func TestRealRedisKilledShard(t *testing.T) {
 			}
 			continue
 		}
-		if d > 2*realTimeout+200*time.Millisecond {
+		if d > 2*fixtures.RealTimeout+200*time.Millisecond {
 			t.Fatalf("GET %s on the killed shard took %v", k, d)
 		}
-		wantShardError(t, "GET "+k, err, dead, procs[dead].addr)
+		fixtures.WantShardError(t, "GET "+k, err, dead, procs[dead].Addr)
 		if !errors.Is(err, syscall.ECONNREFUSED) && !errors.Is(err, syscall.ECONNRESET) && !errors.Is(err, io.EOF) {
 			t.Fatalf("GET %s: %v; want a refused dial or a broken connection", k, err)
 		}
@@ -254,16 +70,16 @@ func TestRealRedisKilledShard(t *testing.T) {
 // timeout wrapped in its ShardError, while the other shards answer at once,
 // also in the same pipeline; after SIGCONT it serves again.
 func TestRealRedisHungShard(t *testing.T) {
-	procs, c := startRealShards(t, 3)
-	ks := keys(300)
+	procs, c := fixtures.StartRealShards(t, 3)
+	ks := fixtures.Keys(300)
 	for _, k := range ks {
 		if err := c.Set(ctx, k, "v:"+k, 0).Err(); err != nil {
 			t.Fatal(err)
 		}
 	}
 	const hung = 1
-	owners := byOwner(c, ks)
-	procs[hung].signal(t, syscall.SIGSTOP)
+	owners := fixtures.ByOwner(c, ks)
+	procs[hung].Signal(t, syscall.SIGSTOP)
 
 	// Commands on the hung shard, in the background.
 	type result struct {
@@ -287,7 +103,7 @@ func TestRealRedisHungShard(t *testing.T) {
 		for _, k := range owners[i][:50] {
 			start := time.Now()
 			v, err := c.Get(ctx, k).Result()
-			if d := time.Since(start); err != nil || v != "v:"+k || d >= realTimeout {
+			if d := time.Since(start); err != nil || v != "v:"+k || d >= fixtures.RealTimeout {
 				t.Fatalf("GET %s on live shard %d = %q, %v after %v", k, i, v, err, d)
 			}
 		}
@@ -297,10 +113,10 @@ func TestRealRedisHungShard(t *testing.T) {
 	n := 0
 	for r := range results {
 		n++
-		if r.d < realTimeout-10*time.Millisecond || r.d > realTimeout+700*time.Millisecond {
-			t.Fatalf("GET %s on the hung shard returned after %v; ReadTimeout %v", r.key, r.d, realTimeout)
+		if r.d < fixtures.RealTimeout-10*time.Millisecond || r.d > fixtures.RealTimeout+700*time.Millisecond {
+			t.Fatalf("GET %s on the hung shard returned after %v; ReadTimeout %v", r.key, r.d, fixtures.RealTimeout)
 		}
-		wantShardError(t, "GET "+r.key+" on the hung shard", r.err, hung, procs[hung].addr)
+		fixtures.WantShardError(t, "GET "+r.key+" on the hung shard", r.err, hung, procs[hung].Addr)
 		if netErr := net.Error(nil); !errors.As(r.err, &netErr) || !netErr.Timeout() {
 			t.Fatalf("GET %s on the hung shard: %v, want a timeout", r.key, r.err)
 		}
@@ -318,16 +134,16 @@ func TestRealRedisHungShard(t *testing.T) {
 		}
 		return nil
 	})
-	if d := time.Since(start); d > realTimeout+700*time.Millisecond {
+	if d := time.Since(start); d > fixtures.RealTimeout+700*time.Millisecond {
 		t.Fatalf("pipeline took %v", d)
 	}
-	wantShardError(t, "pipeline", err, hung, procs[hung].addr)
+	fixtures.WantShardError(t, "pipeline", err, hung, procs[hung].Addr)
 	for j, cmd := range cmds {
 		k := ks[j]
 		v, err := cmd.(*goredis.StringCmd).Result()
 		if c.GetShardInfo(k).Index == hung {
 			var netErr net.Error
-			wantShardError(t, "pipelined GET "+k, err, hung, procs[hung].addr)
+			fixtures.WantShardError(t, "pipelined GET "+k, err, hung, procs[hung].Addr)
 			if !errors.As(err, &netErr) || !netErr.Timeout() {
 				t.Fatalf("pipelined GET %s: %v, want a timeout", k, err)
 			}
@@ -336,9 +152,9 @@ func TestRealRedisHungShard(t *testing.T) {
 		}
 	}
 
-	procs[hung].signal(t, syscall.SIGCONT)
+	procs[hung].Signal(t, syscall.SIGCONT)
 	k := owners[hung][0]
-	poll(t, 10*time.Second, "the continued shard", func() error { return c.Get(ctx, k).Err() })
+	fixtures.Poll(t, 10*time.Second, "the continued shard", func() error { return c.Get(ctx, k).Err() })
 	for _, k := range owners[hung] {
 		if v, err := c.Get(ctx, k).Result(); err != nil || v != "v:"+k {
 			t.Fatalf("GET %s after SIGCONT = %q, %v", k, v, err)
@@ -352,7 +168,7 @@ func waitReplicaSynced(t *testing.T, addr string) {
 	t.Helper()
 	c := goredis.NewClient(&goredis.Options{Addr: addr, MaxRetries: -1})
 	defer c.Close()
-	poll(t, 20*time.Second, "replica sync", func() error {
+	fixtures.Poll(t, 20*time.Second, "replica sync", func() error {
 		info, err := c.Info(ctx, "replication").Result()
 		if err != nil {
 			return err
@@ -368,20 +184,20 @@ func waitReplicaSynced(t *testing.T, addr string) {
 // promoted and the same ShardedClient writes again through the shard; no
 // key ever moves to the other shard.
 func TestRealRedisSentinelFailoverShard(t *testing.T) {
-	bin := realRedisBin(t)
-	master := startRedisProc(t, bin, "")
-	replica := startRedisProc(t, bin, "", "--replicaof", "127.0.0.1", strings.TrimPrefix(master.addr, "127.0.0.1:"))
-	plain := startRedisProc(t, bin, "")
-	waitReplicaSynced(t, replica.addr)
+	bin := fixtures.RealRedisBin(t)
+	master := fixtures.StartRedisProc(t, bin, "")
+	replica := fixtures.StartRedisProc(t, bin, "", "--replicaof", "127.0.0.1", strings.TrimPrefix(master.Addr, "127.0.0.1:"))
+	plain := fixtures.StartRedisProc(t, bin, "")
+	waitReplicaSynced(t, replica.Addr)
 	const name = "shardfo"
-	mport := strings.TrimPrefix(master.addr, "127.0.0.1:")
-	sentinel := startRedisProc(t, bin, "port {port}\n"+
+	mport := strings.TrimPrefix(master.Addr, "127.0.0.1:")
+	sentinel := fixtures.StartRedisProc(t, bin, "port {port}\n"+
 		"sentinel monitor "+name+" 127.0.0.1 "+mport+" 1\n"+
 		"sentinel down-after-milliseconds "+name+" 500\n"+
 		"sentinel failover-timeout "+name+" 2000\n", "--sentinel")
-	sc := goredis.NewSentinelClient(&goredis.Options{Addr: sentinel.addr, MaxRetries: -1})
+	sc := goredis.NewSentinelClient(&goredis.Options{Addr: sentinel.Addr, MaxRetries: -1})
 	defer sc.Close()
-	poll(t, 30*time.Second, "sentinel discovers the replica", func() error {
+	fixtures.Poll(t, 30*time.Second, "sentinel discovers the replica", func() error {
 		reps, err := sc.Replicas(ctx, name).Result()
 		if err != nil {
 			return err
@@ -394,20 +210,20 @@ func TestRealRedisSentinelFailoverShard(t *testing.T) {
 
 	c, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: []shardedredis.ShardOptions{
 		{Name: "fo", Failover: &goredis.FailoverOptions{
-			MasterName: name, SentinelAddrs: []string{sentinel.addr},
-			DialTimeout: realTimeout, ReadTimeout: realTimeout, WriteTimeout: realTimeout,
+			MasterName: name, SentinelAddrs: []string{sentinel.Addr},
+			DialTimeout: fixtures.RealTimeout, ReadTimeout: fixtures.RealTimeout, WriteTimeout: fixtures.RealTimeout,
 			DialerRetries: 1, MaxRetries: -1, PoolSize: 4,
 		}},
-		{Name: "plain", Addr: plain.addr, Options: &goredis.Options{MaxRetries: -1, DialTimeout: realTimeout, ReadTimeout: realTimeout}},
+		{Name: "plain", Addr: plain.Addr, Options: &goredis.Options{MaxRetries: -1, DialTimeout: fixtures.RealTimeout, ReadTimeout: fixtures.RealTimeout}},
 	}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	closeAndSettle(t, c)
+	fixtures.CloseAndSettle(t, c)
 	if addr := c.Shards()[0].Addr; addr != "sentinel:"+name {
 		t.Fatalf("failover shard address %q", addr)
 	}
-	ks := keys(400)
+	ks := fixtures.Keys(400)
 	placed := make([]int, len(ks))
 	var foKeys []string
 	for j, k := range ks {
@@ -427,7 +243,7 @@ func TestRealRedisSentinelFailoverShard(t *testing.T) {
 		t.Cleanup(func() { _ = d.Close() })
 		return d
 	}
-	mc, rc, pc := direct(master.addr), direct(replica.addr), direct(plain.addr)
+	mc, rc, pc := direct(master.Addr), direct(replica.Addr), direct(plain.Addr)
 	// Every write reaches the replica before the master dies.
 	if n, err := mc.Do(ctx, "WAIT", 1, 5000).Int(); err != nil || n != 1 {
 		t.Fatalf("WAIT = %d, %v", n, err)
@@ -447,14 +263,14 @@ func TestRealRedisSentinelFailoverShard(t *testing.T) {
 	}
 	checkPlacement("before the failover")
 
-	master.kill()
+	master.Kill()
 	k := foKeys[0]
 	failures := 0
-	poll(t, 30*time.Second, "a write after the failover", func() error {
+	fixtures.Poll(t, 30*time.Second, "a write after the failover", func() error {
 		err := c.Set(ctx, k, "after", 0).Err()
 		if err != nil {
 			failures++
-			wantShardError(t, "SET during the failover", err, 0, "sentinel:"+name)
+			fixtures.WantShardError(t, "SET during the failover", err, 0, "sentinel:"+name)
 		}
 		return err
 	})

@@ -1,4 +1,4 @@
-package integration_test
+package redis_test
 
 // FuzzRedisWire drives keys and values that a caller may not control (CR,
 // LF, spaces, NUL, RESP frames, command names) through the sharded client's
@@ -23,6 +23,8 @@ import (
 	"github.com/redis/go-redis/v9/maintnotifications"
 
 	shardedredis "github.com/shardedcache/shardedcache/redis"
+
+	"github.com/shardedcache/shardedcache/integration_test/internal/fixtures"
 )
 
 const (
@@ -36,7 +38,7 @@ const (
 type wireEnv struct {
 	c      *shardedredis.ShardedClient
 	direct []*goredis.Client
-	last   []serverCounts
+	last   []fixtures.ServerCounts
 }
 
 // wireOptions are the options of every client of FuzzRedisWire: no
@@ -48,11 +50,11 @@ func wireOptions(addr string) *goredis.Options {
 }
 
 func newWireEnv(f *testing.F, n int) *wireEnv {
-	bin := realRedisBin(f)
+	bin := fixtures.RealRedisBin(f)
 	e := &wireEnv{}
 	opts := make([]shardedredis.ShardOptions, n)
 	for i := range opts {
-		addr := startRedisProc(f, bin, "").addr
+		addr := fixtures.StartRedisProc(f, bin, "").Addr
 		opts[i] = shardedredis.ShardOptions{Addr: addr, Options: wireOptions(addr)}
 		d := goredis.NewClient(wireOptions(addr))
 		f.Cleanup(func() { _ = d.Close() })
@@ -67,7 +69,7 @@ func newWireEnv(f *testing.F, n int) *wireEnv {
 	}
 	f.Cleanup(func() { _ = c.Close() })
 	e.c = c
-	e.last = make([]serverCounts, n)
+	e.last = make([]fixtures.ServerCounts, n)
 	e.check(f, "start", nil)
 	return e
 }
@@ -107,13 +109,13 @@ func sumCalls(parts ...[]map[string]int64) []map[string]int64 {
 func (e *wireEnv) check(tb testing.TB, what string, want []map[string]int64) {
 	tb.Helper()
 	for i, d := range e.direct {
-		now, prev := readCounts(tb, d), e.last[i]
+		now, prev := fixtures.ReadCounts(tb, d), e.last[i]
 		e.last[i] = now
-		if prev.calls != nil { // else the first reading: nothing to compare with
-			exp := maps.Clone(prev.calls)
+		if prev.Calls != nil { // else the first reading: nothing to compare with
+			exp := maps.Clone(prev.Calls)
 			exp["info"]++
 			exp["get"]++
-			if n := now.conns - prev.conns; n > 0 {
+			if n := now.Conns - prev.Conns; n > 0 {
 				exp["hello"] += n
 			}
 			if want != nil {
@@ -121,8 +123,8 @@ func (e *wireEnv) check(tb testing.TB, what string, want []map[string]int64) {
 					exp[cmd] += n
 				}
 			}
-			if !maps.Equal(now.calls, exp) || now.errors != prev.errors {
-				tb.Fatalf("%s: server %d counted\n%v (%d error replies)\nwant\n%v (%d)", what, i, now.calls, now.errors, exp, prev.errors)
+			if !maps.Equal(now.Calls, exp) || now.Errors != prev.Errors {
+				tb.Fatalf("%s: server %d counted\n%v (%d error replies)\nwant\n%v (%d)", what, i, now.Calls, now.Errors, exp, prev.Errors)
 			}
 		}
 		if v, err := d.Get(ctx, fuzzSentinel).Result(); err != nil || v != fuzzSentinelValue {

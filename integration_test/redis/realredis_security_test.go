@@ -1,4 +1,4 @@
-package integration_test
+package redis_test
 
 // Security of the Redis side on real redis-server processes: a shard that
 // cannot authenticate or set up its connection fails as that shard (named,
@@ -24,7 +24,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -34,6 +33,8 @@ import (
 
 	shardedredis "github.com/shardedcache/shardedcache/redis"
 	"github.com/shardedcache/shardedcache/shardedclient"
+
+	"github.com/shardedcache/shardedcache/integration_test/internal/fixtures"
 )
 
 const (
@@ -49,7 +50,7 @@ const (
 // stays reachable (errors.As, redis.IsAuthError), and no error holds a
 // password.
 func TestRealRedisConnectionSetupErrors(t *testing.T) {
-	bin := realRedisBin(t)
+	bin := fixtures.RealRedisBin(t)
 	const (
 		wrongpass = "WRONGPASS invalid username-password pair or user is disabled."
 		noauth    = "NOAUTH Authentication required."
@@ -78,8 +79,8 @@ func TestRealRedisConnectionSetupErrors(t *testing.T) {
 	opts := make([]shardedredis.ShardOptions, len(cases))
 	addrs := make([]string, len(cases))
 	for i, tc := range cases {
-		addrs[i] = startRedisProc(t, bin, "", "--requirepass", testPassword,
-			"--user", testACLUser, "on", ">"+testACLPass, "~*", "&*", "+@all").addr
+		addrs[i] = fixtures.StartRedisProc(t, bin, "", "--requirepass", testPassword,
+			"--user", testACLUser, "on", ">"+testACLPass, "~*", "&*", "+@all").Addr
 		o := tc.opt
 		o.MaxRetries = -1
 		opts[i] = shardedredis.ShardOptions{Name: tc.name, Addr: addrs[i], Options: &o}
@@ -100,8 +101,8 @@ func TestRealRedisConnectionSetupErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	closeAndSettle(t, c)
-	owners := byOwner(c, keys(400))
+	fixtures.CloseAndSettle(t, c)
+	owners := fixtures.ByOwner(c, fixtures.Keys(400))
 	wantStats := make([]shardedclient.ShardStats, len(cases))
 	for i, tc := range cases {
 		wantStats[i] = shardedclient.ShardStats{Name: tc.name, Addr: addrs[i]}
@@ -139,7 +140,7 @@ func TestRealRedisConnectionSetupErrors(t *testing.T) {
 			{"pipelined EXISTS", cmds[1].Err()}, {"transaction", txErr}, {"INCR in the transaction", txCmds[0].Err()},
 		} {
 			what := tc.name + ": " + r.what
-			if se := wantShardError(t, what, r.err, i, addrs[i]); se.Name != tc.name || r.err.Error() != want {
+			if se := fixtures.WantShardError(t, what, r.err, i, addrs[i]); se.Name != tc.name || r.err.Error() != want {
 				t.Fatalf("%s: error %q (shard name %q), want %q", what, r.err, se.Name, want)
 			}
 			var reply goredis.Error
@@ -253,50 +254,6 @@ func (ca *testCA) serverFiles(t *testing.T, dir string) (certFile, keyFile, caFi
 	return write("server.crt", "CERTIFICATE", der), write("server.key", "PRIVATE KEY", keyDER), write("ca.crt", "CERTIFICATE", ca.der)
 }
 
-// serverCounts are counters of a redis-server, from INFO commandstats and
-// stats.
-type serverCounts struct {
-	calls  map[string]int64 // per command ("get", "client|setinfo", ...): calls executed or rejected
-	conns  int64            // connections accepted (total_connections_received)
-	errors int64            // error replies (total_error_replies)
-}
-
-// readCounts reads the counters of the server behind c with one INFO,
-// which the server adds to calls["info"] once it has answered.
-func readCounts(t testing.TB, c *goredis.Client) serverCounts {
-	t.Helper()
-	info, err := c.Info(ctx, "commandstats", "stats").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sc := serverCounts{calls: map[string]int64{}}
-	num := func(line, v string) int64 {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil {
-			t.Fatalf("INFO line %q: %v", line, err)
-		}
-		return n
-	}
-	for line := range strings.Lines(info) {
-		line = strings.TrimSpace(line)
-		name, v, _ := strings.Cut(line, ":")
-		switch name {
-		case "total_connections_received":
-			sc.conns = num(line, v)
-		case "total_error_replies":
-			sc.errors = num(line, v)
-		}
-		if cmd, ok := strings.CutPrefix(name, "cmdstat_"); ok {
-			for field := range strings.SplitSeq(v, ",") {
-				if k, n, _ := strings.Cut(field, "="); k == "calls" || k == "rejected_calls" {
-					sc.calls[cmd] += num(line, n)
-				}
-			}
-		}
-	}
-	return sc
-}
-
 // A shard served over TLS only (no plaintext port), next to a plaintext
 // shard, with a certificate authority made by the test: with the right CA,
 // commands run on both shards; with a wrong CA, the TLS shard's commands
@@ -306,31 +263,31 @@ func readCounts(t testing.TB, c *goredis.Client) serverCounts {
 // connection it accepted failed in the TLS handshake: the client never
 // fell back to plaintext.
 func TestRealRedisTLSShard(t *testing.T) {
-	bin := realRedisBin(t)
+	bin := fixtures.RealRedisBin(t)
 	ca, wrongCA := newTestCA(t, "shardedcache test CA"), newTestCA(t, "another CA")
 	certFile, keyFile, caFile := ca.serverFiles(t, t.TempDir())
 	right := ca.clientConfig()
-	tp := startRedisProcTLS(t, bin, right, "", "--tls-port", "{port}", "--port", "0",
+	tp := fixtures.StartRedisProcTLS(t, bin, right, "", "--tls-port", "{port}", "--port", "0",
 		"--tls-cert-file", certFile, "--tls-key-file", keyFile, "--tls-ca-cert-file", caFile,
 		"--tls-auth-clients", "no")
-	plain := startRedisProc(t, bin, "")
+	plain := fixtures.StartRedisProc(t, bin, "")
 	newClient := func(tlsConf *tls.Config) *shardedredis.ShardedClient {
 		t.Helper()
-		tlsShard, plainShard := realShard(tp.addr), realShard(plain.addr)
+		tlsShard, plainShard := fixtures.RealShard(tp.Addr), fixtures.RealShard(plain.Addr)
 		tlsShard.Name, plainShard.Name = "tls", "plain"
 		tlsShard.Options.TLSConfig = tlsConf
 		c, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: []shardedredis.ShardOptions{tlsShard, plainShard}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		closeAndSettle(t, c)
+		fixtures.CloseAndSettle(t, c)
 		return c
 	}
-	direct := goredis.NewClient(&goredis.Options{Addr: tp.addr, TLSConfig: right, MaxRetries: -1})
+	direct := goredis.NewClient(&goredis.Options{Addr: tp.Addr, TLSConfig: right, MaxRetries: -1})
 	defer direct.Close()
 
 	good := newClient(right)
-	owners := byOwner(good, keys(200))
+	owners := fixtures.ByOwner(good, fixtures.Keys(200))
 	for _, k := range append(owners[0][:20], owners[1][:20]...) {
 		if err := good.Set(ctx, k, "v:"+k, 0).Err(); err != nil {
 			t.Fatalf("SET %s: %v", k, err)
@@ -343,12 +300,12 @@ func TestRealRedisTLSShard(t *testing.T) {
 		t.Fatalf("the TLS server holds %d keys (%v), want 20", n, err)
 	}
 
-	before := readCounts(t, direct)
+	before := fixtures.ReadCounts(t, direct)
 	bad := newClient(wrongCA.clientConfig())
 	const tries = 5
 	for _, k := range owners[0][:tries] {
 		err := bad.Get(ctx, k).Err()
-		wantShardError(t, "GET "+k+" with a wrong CA", err, 0, tp.addr)
+		fixtures.WantShardError(t, "GET "+k+" with a wrong CA", err, 0, tp.Addr)
 		var verify *tls.CertificateVerificationError
 		var unknown x509.UnknownAuthorityError
 		if !errors.As(err, &verify) || !errors.As(err, &unknown) ||
@@ -360,8 +317,8 @@ func TestRealRedisTLSShard(t *testing.T) {
 	if v, err := bad.Get(ctx, k).Result(); err != nil || v != "v:"+k {
 		t.Fatalf("GET %s on the plaintext shard = %q, %v", k, v, err)
 	}
-	if st := bad.Stats(); st[0] != (shardedclient.ShardStats{Name: "tls", Addr: tp.addr, Requests: tries, Errors: tries}) ||
-		st[1] != (shardedclient.ShardStats{Name: "plain", Addr: plain.addr, Requests: 1}) {
+	if st := bad.Stats(); st[0] != (shardedclient.ShardStats{Name: "tls", Addr: tp.Addr, Requests: tries, Errors: tries}) ||
+		st[1] != (shardedclient.ShardStats{Name: "plain", Addr: plain.Addr, Requests: 1}) {
 		t.Fatalf("stats %+v", st)
 	}
 
@@ -370,15 +327,15 @@ func TestRealRedisTLSShard(t *testing.T) {
 	// handshake (Redis counts a connection once it has), and its log shows
 	// each try's handshake ended by the client's alert (a plaintext command
 	// would end it with "wrong version number").
-	want := maps.Clone(before.calls)
+	want := maps.Clone(before.Calls)
 	want["info"]++
-	if after := readCounts(t, direct); !maps.Equal(after.calls, want) || after.conns != before.conns || after.errors != before.errors {
+	if after := fixtures.ReadCounts(t, direct); !maps.Equal(after.Calls, want) || after.Conns != before.Conns || after.Errors != before.Errors {
 		t.Fatalf("counters of the TLS server moved from\n%+v\nto\n%+v", before, after)
 	}
 	// The server logs a refused handshake a moment after the client gave up.
 	var refused []string
-	poll(t, 5*time.Second, "the server logs every refused handshake", func() error {
-		log, err := os.ReadFile(filepath.Join(tp.dir, "redis.log"))
+	fixtures.Poll(t, 5*time.Second, "the server logs every refused handshake", func() error {
+		log, err := os.ReadFile(filepath.Join(tp.Dir, "redis.log"))
 		if err != nil {
 			return err
 		}

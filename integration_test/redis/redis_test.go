@@ -1,11 +1,9 @@
-package integration_test
+package redis_test
 
 import (
 	"bufio"
-	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"os"
 	"slices"
 	"strconv"
@@ -19,52 +17,9 @@ import (
 	shardedredis "github.com/shardedcache/shardedcache/redis"
 	"github.com/shardedcache/shardedcache/ring"
 	"github.com/shardedcache/shardedcache/shardedclient"
+
+	"github.com/shardedcache/shardedcache/integration_test/internal/fixtures"
 )
-
-var ctx = context.Background()
-
-// startShards starts n miniredis servers and a ShardedClient over them
-// (unnamed shards, Jedis placement, plus opts).
-func startShards(t *testing.T, n int, p ring.Preset) ([]*miniredis.Miniredis, *shardedredis.ShardedClient) {
-	t.Helper()
-	return startShardsAP(t, n, p, false)
-}
-
-// startShardsAP is startShards, autopipelined when ap is (see withAP).
-func startShardsAP(t *testing.T, n int, p ring.Preset, ap bool) ([]*miniredis.Miniredis, *shardedredis.ShardedClient) {
-	t.Helper()
-	servers := make([]*miniredis.Miniredis, n)
-	shards := make([]shardedredis.ShardOptions, n)
-	for i := range servers {
-		servers[i] = miniredis.RunT(t)
-		shards[i] = shardedredis.ShardOptions{Addr: servers[i].Addr(), Options: &goredis.Options{MaxRetries: -1, DialerRetries: 1}}
-	}
-	opt := &shardedredis.ShardedOptions{Shards: shards, Placement: p}
-	if ap {
-		withAP(opt)
-	}
-	c, err := shardedredis.NewShardedClient(withAPEnv(opt))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := c.Close(); err != nil {
-			t.Error(err)
-		}
-	})
-	return servers, c
-}
-
-// holders returns the indices of the servers that hold key.
-func holders(servers []*miniredis.Miniredis, key string) []int {
-	var out []int
-	for i, s := range servers {
-		if s.Exists(key) {
-			out = append(out, i)
-		}
-	}
-	return out
-}
 
 // goldenRouting reads a Jedis routing file: key -> shard index (column col).
 func goldenRouting(t *testing.T, path string, col int) map[string]int {
@@ -101,13 +56,13 @@ func TestRedisPlacementMatchesJedis(t *testing.T) {
 		{"../ring/testdata/routing_e_keytag_3shards.tsv", ring.Jedis{KeyTags: true}},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
-			servers, c := startShards(t, 3, tc.p)
+			servers, c := fixtures.StartShards(t, 3, tc.p)
 			want := goldenRouting(t, tc.file, 1)
-			if err := pipelineSet(c, want); err != nil {
+			if err := fixtures.PipelineSet(c, want); err != nil {
 				t.Fatal(err)
 			}
 			for key, shard := range want {
-				if got := holders(servers, key); !slices.Equal(got, []int{shard}) {
+				if got := fixtures.Holders(servers, key); !slices.Equal(got, []int{shard}) {
 					t.Fatalf("key %q is on servers %v, Jedis puts it on %d", key, got, shard)
 				}
 				if got := c.GetShardInfo(key).Index; got != shard {
@@ -125,36 +80,11 @@ func TestRedisPlacementMatchesJedis(t *testing.T) {
 	}
 }
 
-// pipelineSet sets kv through c, in pipelines of 200 commands: each round
-// trip stays well inside the short read timeouts of the failure tests, even
-// on a loaded machine under the race detector.
-func pipelineSet(c *shardedredis.ShardedClient, kv map[string]int) error {
-	for batch := range slices.Chunk(slices.Collect(maps.Keys(kv)), 200) {
-		if _, err := c.Pipelined(ctx, func(p goredis.Pipeliner) error {
-			for _, k := range batch {
-				p.Set(ctx, k, kv[k], 0)
-			}
-			return nil
-		}); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func keys(n int) []string {
-	out := make([]string, n)
-	for i := range out {
-		out[i] = fmt.Sprintf("key:%d", i)
-	}
-	return out
-}
-
 // MGET, EXISTS, TOUCH, DEL and UNLINK across shards equal their per-key
 // results.
 func TestRedisMultiKeyEqualsPerKey(t *testing.T) {
-	servers, c := startShards(t, 3, nil)
-	ks := keys(300)
+	servers, c := fixtures.StartShards(t, 3, nil)
+	ks := fixtures.Keys(300)
 	for i, k := range ks {
 		if i%3 != 0 { // a third of the keys stay missing
 			if err := c.Set(ctx, k, "v"+strconv.Itoa(i), 0).Err(); err != nil {
@@ -208,16 +138,16 @@ func TestRedisMultiKeyEqualsPerKey(t *testing.T) {
 }
 
 func TestRedisMSetAndKeyspaceCommands(t *testing.T) {
-	servers, c := startShards(t, 3, nil)
+	servers, c := fixtures.StartShards(t, 3, nil)
 	var pairs []any
-	for i, k := range keys(90) {
+	for i, k := range fixtures.Keys(90) {
 		pairs = append(pairs, k, i)
 	}
 	if err := c.MSet(ctx, pairs...).Err(); err != nil {
 		t.Fatal(err)
 	}
-	for i, k := range keys(90) {
-		if got := holders(servers, k); !slices.Equal(got, []int{c.GetShardInfo(k).Index}) {
+	for i, k := range fixtures.Keys(90) {
+		if got := fixtures.Holders(servers, k); !slices.Equal(got, []int{c.GetShardInfo(k).Index}) {
 			t.Fatalf("%s on servers %v, ring says %d", k, got, c.GetShardInfo(k).Index)
 		}
 		if v, _ := servers[c.GetShardInfo(k).Index].Get(k); v != strconv.Itoa(i) {
@@ -236,7 +166,7 @@ func TestRedisMSetAndKeyspaceCommands(t *testing.T) {
 	}
 	got, err := c.Keys(ctx, "key:*").Result()
 	slices.Sort(got)
-	want := keys(90)
+	want := fixtures.Keys(90)
 	slices.Sort(want)
 	if err != nil || !slices.Equal(got, want) {
 		t.Fatalf("KEYS = %d keys, %v; want the 90 written", len(got), err)
@@ -255,8 +185,8 @@ func TestRedisMSetAndKeyspaceCommands(t *testing.T) {
 // A pipeline keeps call order across shards, and each command its own reply
 // and error.
 func TestRedisPipelineOrderAndErrors(t *testing.T) {
-	_, c := startShards(t, 3, nil)
-	ks := keys(30)
+	_, c := fixtures.StartShards(t, 3, nil)
+	ks := fixtures.Keys(30)
 	if err := c.LPush(ctx, ks[10], "x").Err(); err != nil { // a list: GET on it is WRONGTYPE
 		t.Fatal(err)
 	}
@@ -302,7 +232,7 @@ func TestRedisPipelineOrderAndErrors(t *testing.T) {
 // Commands and transactions over keys on different shards are refused
 // before anything is sent; key tags make them possible.
 func TestRedisCrossShardRefused(t *testing.T) {
-	servers, c := startShards(t, 3, nil)
+	servers, c := fixtures.StartShards(t, 3, nil)
 	a, b := "key:0", "key:1"
 	if c.GetShardInfo(a).Index == c.GetShardInfo(b).Index {
 		t.Fatal("test keys must be on different shards")
@@ -313,7 +243,7 @@ func TestRedisCrossShardRefused(t *testing.T) {
 	if !errors.Is(err, shardedredis.ErrCrossShard) || !errors.As(err, &cross) || cross.Command != "rename" || len(cross.Shards) != 2 {
 		t.Fatalf("RENAME across shards: %v", err)
 	}
-	if !servers[c.GetShardInfo(a).Index].Exists(a) || len(holders(servers, b)) != 0 {
+	if !servers[c.GetShardInfo(a).Index].Exists(a) || len(fixtures.Holders(servers, b)) != 0 {
 		t.Fatal("the refused RENAME changed the servers")
 	}
 	_, err = c.TxPipelined(ctx, func(p goredis.Pipeliner) error {
@@ -324,7 +254,7 @@ func TestRedisCrossShardRefused(t *testing.T) {
 	if !errors.Is(err, shardedredis.ErrCrossShard) {
 		t.Fatalf("transaction across shards: %v", err)
 	}
-	if v, _ := servers[c.GetShardInfo(a).Index].Get(a); v != "1" || len(holders(servers, b)) != 0 {
+	if v, _ := servers[c.GetShardInfo(a).Index].Get(a); v != "1" || len(fixtures.Holders(servers, b)) != 0 {
 		t.Fatal("the refused transaction changed the servers")
 	}
 	err = c.Watch(ctx, func(*goredis.Tx) error { return nil }, a, b)
@@ -333,7 +263,7 @@ func TestRedisCrossShardRefused(t *testing.T) {
 	}
 
 	// With key tags, keys that share a tag share a shard.
-	servers, c = startShards(t, 3, ring.Jedis{KeyTags: true})
+	servers, c = fixtures.StartShards(t, 3, ring.Jedis{KeyTags: true})
 	a, b = "{user:1}:name", "{user:1}:copy"
 	c.Set(ctx, a, "ada", 0)
 	if err := c.Rename(ctx, a, b).Err(); err != nil {
@@ -347,7 +277,7 @@ func TestRedisCrossShardRefused(t *testing.T) {
 	if err != nil || cmds[1].(*goredis.StringCmd).Val() != "ada" {
 		t.Fatalf("tagged transaction: %v, %v", cmds, err)
 	}
-	if got := holders(servers, b); !slices.Equal(got, []int{c.GetShardInfo("user:1").Index}) {
+	if got := fixtures.Holders(servers, b); !slices.Equal(got, []int{c.GetShardInfo("user:1").Index}) {
 		t.Fatalf("tagged key on servers %v, want the tag's shard %d", got, c.GetShardInfo("user:1").Index)
 	}
 }
@@ -355,8 +285,8 @@ func TestRedisCrossShardRefused(t *testing.T) {
 // A closed shard fails the commands for its keys with an error naming it;
 // the other shards keep working, and the shard serves again once restarted.
 func TestRedisClosedShard(t *testing.T) {
-	servers, c := startShards(t, 3, nil)
-	ks := keys(60)
+	servers, c := fixtures.StartShards(t, 3, nil)
+	ks := fixtures.Keys(60)
 	for _, k := range ks {
 		if err := c.Set(ctx, k, k, 0).Err(); err != nil {
 			t.Fatal(err)
@@ -395,7 +325,7 @@ func TestRedisClosedShard(t *testing.T) {
 	// again; the same client serves the shard as soon as it does.
 	var err error
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if err = c.Set(ctx, ks[firstOn(c, ks, dead)], "again", 0).Err(); err == nil {
+		if err = c.Set(ctx, ks[fixtures.FirstOn(c, ks, dead)], "again", 0).Err(); err == nil {
 			break
 		}
 	}
@@ -407,14 +337,9 @@ func TestRedisClosedShard(t *testing.T) {
 			t.Fatalf("SET %s after restart: %v", k, err)
 		}
 	}
-	if v, _ := servers[dead].Get(ks[firstOn(c, ks, dead)]); v != "again" {
+	if v, _ := servers[dead].Get(ks[fixtures.FirstOn(c, ks, dead)]); v != "again" {
 		t.Fatalf("restarted shard holds %q, want the new value", v)
 	}
-}
-
-// firstOn returns the index in ks of the first key that shard owns.
-func firstOn(c *shardedredis.ShardedClient, ks []string, shard int) int {
-	return slices.IndexFunc(ks, func(k string) bool { return c.GetShardInfo(k).Index == shard })
 }
 
 // distinctShards returns n keys "key:<i>" on n different shards.
@@ -439,7 +364,7 @@ func distinctShards(t *testing.T, c *shardedredis.ShardedClient, n int) []string
 // one server, alone or in a pipeline: it is sent whole to one shard, which
 // refuses it before writing anything.
 func TestRedisMalformedSplitRefused(t *testing.T) {
-	servers, c := startShards(t, 3, nil)
+	servers, c := fixtures.StartShards(t, 3, nil)
 	k := distinctShards(t, c, 2)
 	const want = "ERR wrong number of arguments for MSET" // miniredis's words
 	if err := c.MSet(ctx, k[0], "v", k[1]).Err(); err == nil || err.Error() != want {
@@ -453,21 +378,21 @@ func TestRedisMalformedSplitRefused(t *testing.T) {
 	if err == nil || err.Error() != want || cmds[0].Err() != nil {
 		t.Fatalf("pipeline with an odd MSET: %v / %v", err, cmds[0].Err())
 	}
-	if v, _ := servers[c.GetShardInfo(k[0]).Index].Get(k[0]); v != "ok" || len(holders(servers, k[1])) != 0 {
+	if v, _ := servers[c.GetShardInfo(k[0]).Index].Get(k[0]); v != "ok" || len(fixtures.Holders(servers, k[1])) != 0 {
 		t.Fatal("the refused MSET wrote to a server")
 	}
 }
 
 // Keys of any type go-redis can send are placed by the bytes it sends.
 func TestRedisNonStringKeysPlacedByWireBytes(t *testing.T) {
-	servers, c := startShards(t, 3, nil)
+	servers, c := fixtures.StartShards(t, 3, nil)
 	for _, key := range []any{float32(0.1), 12345, int64(-7), 2.5, true, []byte("bytes-key"), uint16(9)} {
 		if err := c.Do(ctx, "set", key, "v").Err(); err != nil {
 			t.Fatalf("SET %v: %v", key, err)
 		}
 	}
 	for _, wire := range []string{"0.10000000149011612", "12345", "-7", "2.5", "1", "bytes-key", "9"} {
-		if got := holders(servers, wire); !slices.Equal(got, []int{c.GetShardInfo(wire).Index}) {
+		if got := fixtures.Holders(servers, wire); !slices.Equal(got, []int{c.GetShardInfo(wire).Index}) {
 			t.Fatalf("key %q on servers %v, ring says %d", wire, got, c.GetShardInfo(wire).Index)
 		}
 	}
@@ -479,7 +404,7 @@ func TestRedisNonStringKeysPlacedByWireBytes(t *testing.T) {
 // Keyless all-shard commands run only when their replies merge into the
 // go-redis result type; the others are refused before anything is sent.
 func TestRedisKeylessFanOutTypes(t *testing.T) {
-	servers, c := startShards(t, 3, nil)
+	servers, c := fixtures.StartShards(t, 3, nil)
 	sha, err := c.ScriptLoad(ctx, "return 7").Result()
 	if err != nil || len(sha) != 40 {
 		t.Fatalf("SCRIPT LOAD = %q, %v", sha, err)
@@ -503,7 +428,7 @@ func TestRedisKeylessFanOutTypes(t *testing.T) {
 
 // Inside Watch, the *redis.Tx refuses commands for other shards' keys.
 func TestRedisWatchGuardsTheShard(t *testing.T) {
-	servers, c := startShards(t, 3, nil)
+	servers, c := fixtures.StartShards(t, 3, nil)
 	k := distinctShards(t, c, 2)
 	c.Set(ctx, k[0], "10", 0)
 	c.Set(ctx, k[1], "20", 0)
@@ -535,7 +460,7 @@ func TestRedisWatchGuardsTheShard(t *testing.T) {
 	if v, _ := servers[c.GetShardInfo(k[0]).Index].Get(k[0]); v != "11" {
 		t.Fatalf("%s = %q, want 11", k[0], v)
 	}
-	if got := holders(servers, k[1]); !slices.Equal(got, []int{c.GetShardInfo(k[1]).Index}) {
+	if got := fixtures.Holders(servers, k[1]); !slices.Equal(got, []int{c.GetShardInfo(k[1]).Index}) {
 		t.Fatalf("%s on servers %v", k[1], got)
 	}
 	if v, _ := servers[c.GetShardInfo(k[1]).Index].Get(k[1]); v != "20" {
@@ -547,8 +472,8 @@ func TestRedisWatchGuardsTheShard(t *testing.T) {
 // and ends; ScanIterator does the same; HSCAN pages through one hash on its
 // shard.
 func TestRedisScanWalksEveryShard(t *testing.T) {
-	servers, c := startShards(t, 3, nil)
-	want := keys(30)
+	servers, c := fixtures.StartShards(t, 3, nil)
+	want := fixtures.Keys(30)
 	for _, k := range want {
 		c.Set(ctx, k, 1, 0)
 	}
@@ -613,14 +538,14 @@ func TestRedisScanWalksEveryShard(t *testing.T) {
 			break
 		}
 	}
-	if len(fields) != 50 || !slices.Equal(holders(servers, "hash"), []int{c.GetShardInfo("hash").Index}) {
+	if len(fields) != 50 || !slices.Equal(fixtures.Holders(servers, "hash"), []int{c.GetShardInfo("hash").Index}) {
 		t.Fatalf("HSCAN saw %d fields, want 50", len(fields))
 	}
 }
 
 // RANDOMKEY draws from every shard, each key as likely as any other.
 func TestRedisRandomKeyDrawsEveryShard(t *testing.T) {
-	servers, c := startShards(t, 3, nil)
+	servers, c := fixtures.StartShards(t, 3, nil)
 	if err := c.RandomKey(ctx).Err(); err != goredis.Nil {
 		t.Fatalf("RANDOMKEY on empty shards: %v, want redis.Nil", err)
 	}
@@ -631,7 +556,7 @@ func TestRedisRandomKeyDrawsEveryShard(t *testing.T) {
 			t.Fatalf("RANDOMKEY = %q, %v; want key:0", k, err)
 		}
 	}
-	for _, k := range keys(60) {
+	for _, k := range fixtures.Keys(60) {
 		c.Set(ctx, k, 1, 0)
 	}
 	hits := make([]int, len(servers))
@@ -685,7 +610,7 @@ func TestRedisGoRedisRingPreset(t *testing.T) {
 			t.Fatal(err)
 		}
 		want := slices.Index(names, cols[1])
-		if got := holders(servers, key); !slices.Equal(got, []int{want}) {
+		if got := fixtures.Holders(servers, key); !slices.Equal(got, []int{want}) {
 			t.Fatalf("%q on servers %v, go-redis Ring puts it on %s", key, got, cols[1])
 		}
 		n++
@@ -697,7 +622,7 @@ func TestRedisGoRedisRingPreset(t *testing.T) {
 
 // XGROUP/XREADGROUP and EVAL with one key touch only the owning shard.
 func TestRedisStreamsAndScriptsOnTheOwningShard(t *testing.T) {
-	servers, c := startShards(t, 3, nil)
+	servers, c := fixtures.StartShards(t, 3, nil)
 	const stream = "events:42"
 	owner := c.GetShardInfo(stream).Index
 	if err := c.XAdd(ctx, &goredis.XAddArgs{Stream: stream, ID: "1-1", Values: []string{"a", "1"}}).Err(); err != nil {

@@ -1,4 +1,4 @@
-package integration_test
+package redis_test
 
 import (
 	"context"
@@ -10,28 +10,30 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	shardedredis "github.com/shardedcache/shardedcache/redis"
+
+	"github.com/shardedcache/shardedcache/integration_test/internal/fixtures"
 )
 
 // onTwoDBsOfOneServer runs f, once per spelling, on a client whose two
 // shards are DB 0 and DB 1 of one redis-server, the second's address
 // written as the first's, or as "localhost:<port>" for "127.0.0.1:<port>".
-func onTwoDBsOfOneServer(t *testing.T, f func(t *testing.T, p *redisProc, c *shardedredis.ShardedClient)) {
+func onTwoDBsOfOneServer(t *testing.T, f func(t *testing.T, p *fixtures.RedisProc, c *shardedredis.ShardedClient)) {
 	for _, spelling := range []string{"same", "respelled"} {
 		t.Run(spelling, func(t *testing.T) {
-			p := startRedisProc(t, realRedisBin(t), "")
-			second := p.addr
+			p := fixtures.StartRedisProc(t, fixtures.RealRedisBin(t), "")
+			second := p.Addr
 			if spelling == "respelled" {
-				_, port, _ := net.SplitHostPort(p.addr)
+				_, port, _ := net.SplitHostPort(p.Addr)
 				second = "localhost:" + port
 			}
 			c, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: []shardedredis.ShardOptions{
-				{Name: "a", Addr: p.addr, Options: &goredis.Options{DB: 0}},
+				{Name: "a", Addr: p.Addr, Options: &goredis.Options{DB: 0}},
 				{Name: "b", Addr: second, Options: &goredis.Options{DB: 1}},
 			}})
 			if err != nil {
 				t.Fatal(err)
 			}
-			closeAndSettle(t, c)
+			fixtures.CloseAndSettle(t, c)
 			f(t, p, c)
 		})
 	}
@@ -44,7 +46,7 @@ func TestPubSubIntrospectionOncePerServer(t *testing.T) {
 	onTwoDBsOfOneServer(t, testPubSubIntrospectionOncePerServer)
 }
 
-func testPubSubIntrospectionOncePerServer(t *testing.T, p *redisProc, c *shardedredis.ShardedClient) {
+func testPubSubIntrospectionOncePerServer(t *testing.T, p *fixtures.RedisProc, c *shardedredis.ShardedClient) {
 	ps := c.Subscribe(ctx, "shared:ch")
 	defer ps.Close()
 	if _, err := ps.Receive(ctx); err != nil { // the subscription's confirmation
@@ -55,7 +57,7 @@ func testPubSubIntrospectionOncePerServer(t *testing.T, p *redisProc, c *sharded
 	if _, err := pps.Receive(ctx); err != nil {
 		t.Fatal(err)
 	}
-	direct := goredis.NewClient(&goredis.Options{Addr: p.addr})
+	direct := goredis.NewClient(&goredis.Options{Addr: p.Addr})
 	defer direct.Close()
 	if got, err := c.PubSubChannels(ctx, "shared:*").Result(); err != nil || !slices.Equal(got, []string{"shared:ch"}) {
 		t.Errorf("PUBSUB CHANNELS = %q, %v; want [shared:ch]", got, err)
@@ -71,7 +73,7 @@ func TestPatternOncePerServer(t *testing.T) {
 	onTwoDBsOfOneServer(t, testPatternOncePerServer)
 }
 
-func testPatternOncePerServer(t *testing.T, _ *redisProc, c *shardedredis.ShardedClient) {
+func testPatternOncePerServer(t *testing.T, _ *fixtures.RedisProc, c *shardedredis.ShardedClient) {
 	ps := c.PSubscribe(ctx, "shared:*")
 	defer ps.Close()
 	if _, err := ps.Receive(ctx); err != nil {
@@ -102,7 +104,7 @@ func testPatternOncePerServer(t *testing.T, _ *redisProc, c *shardedredis.Sharde
 // loads it once and succeeds (twice, the second would fail "already
 // exists").
 func TestServerWideOncePerServer(t *testing.T) {
-	onTwoDBsOfOneServer(t, func(t *testing.T, _ *redisProc, c *shardedredis.ShardedClient) {
+	onTwoDBsOfOneServer(t, func(t *testing.T, _ *fixtures.RedisProc, c *shardedredis.ShardedClient) {
 		lib := "#!lua name=sharedlib\nredis.register_function('sharedf', function(keys, args) return 1 end)"
 		if got, err := c.FunctionLoad(ctx, lib).Result(); err != nil || got != "sharedlib" {
 			t.Errorf("FUNCTION LOAD = %q, %v; want sharedlib", got, err)

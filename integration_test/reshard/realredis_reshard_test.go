@@ -1,4 +1,4 @@
-package integration_test
+package reshard_test
 
 import (
 	"fmt"
@@ -11,6 +11,8 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	shardedredis "github.com/shardedcache/shardedcache/redis"
+
+	"github.com/shardedcache/shardedcache/integration_test/internal/fixtures"
 )
 
 // realReshard starts four real redis-servers and a client over the first
@@ -18,13 +20,13 @@ import (
 // hashes, lists).
 func realReshard(tb testing.TB, n int) (*shardedredis.ShardedClient, []shardedredis.ShardOptions, []*goredis.Client) {
 	tb.Helper()
-	bin := realRedisBin(tb)
+	bin := fixtures.RealRedisBin(tb)
 	var shards []shardedredis.ShardOptions
 	var direct []*goredis.Client
 	for i := range 4 {
-		p := startRedisProc(tb, bin, "")
-		shards = append(shards, shardedredis.ShardOptions{Name: fmt.Sprintf("redis-%c", 'a'+i), Addr: p.addr})
-		d := goredis.NewClient(&goredis.Options{Addr: p.addr})
+		p := fixtures.StartRedisProc(tb, bin, "")
+		shards = append(shards, shardedredis.ShardOptions{Name: fmt.Sprintf("redis-%c", 'a'+i), Addr: p.Addr})
+		d := goredis.NewClient(&goredis.Options{Addr: p.Addr})
 		tb.Cleanup(func() { d.Close() })
 		direct = append(direct, d)
 	}
@@ -33,35 +35,8 @@ func realReshard(tb testing.TB, n int) (*shardedredis.ShardedClient, []shardedre
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { c.Close() })
-	seedTypes(tb, c, n)
+	fixtures.SeedTypes(tb, c, n)
 	return c, shards, direct
-}
-
-// seedTypes writes keys "k:0" ... "k:<n-1>" through c, 1,000 per pipeline:
-// strings with a one-hour TTL (i%4 == 0) and without (1), hashes {f: i,
-// g: i+1} (2), lists [i, i+1, i+2] (3).
-func seedTypes(tb testing.TB, c *shardedredis.ShardedClient, n int) {
-	tb.Helper()
-	for from := 0; from < n; from += 1000 {
-		if _, err := c.Pipelined(ctx, func(p goredis.Pipeliner) error {
-			for i := from; i < min(n, from+1000); i++ {
-				k := "k:" + strconv.Itoa(i)
-				switch i % 4 {
-				case 0:
-					p.Set(ctx, k, i, time.Hour)
-				case 1:
-					p.Set(ctx, k, i, 0)
-				case 2:
-					p.HSet(ctx, k, "f", i, "g", i+1)
-				default:
-					p.RPush(ctx, k, i, i+1, i+2)
-				}
-			}
-			return nil
-		}); err != nil {
-			tb.Fatal(err)
-		}
-	}
 }
 
 // Migration on real redis-servers: every key of every type lands on its new

@@ -1,4 +1,4 @@
-package integration_test
+package reshard_test
 
 // Attack of the paged migration (read-ahead, InFlight pages per source,
 // exact key locks): live writers each owning a set of keys write, append,
@@ -23,6 +23,8 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	shardedredis "github.com/shardedcache/shardedcache/redis"
+
+	"github.com/shardedcache/shardedcache/integration_test/internal/fixtures"
 )
 
 func TestReshardAttackLiveWriters(t *testing.T) {
@@ -42,7 +44,7 @@ func attackSeeds(seeds ...uint64) []uint64 {
 
 func attackRun(t *testing.T, seed uint64) {
 	rng := rand.New(rand.NewPCG(seed, 7))
-	shards, direct, c := safetyFixture(t, 5, 3, shardedredis.Health{})
+	shards, direct, c := fixtures.SafetyFixture(t, 5, 3, shardedredis.Health{})
 	const n = 4000
 	const writers = 6
 	want := make([]map[string]string, writers) // key -> value ("" absent)
@@ -84,7 +86,7 @@ func attackRun(t *testing.T, seed uint64) {
 		case 1:
 			var got int64
 			got, err = c.Del(ctx, k).Result()
-			if err == nil && got != int64(b2i(old != "")) {
+			if err == nil && got != int64(fixtures.B2I(old != "")) {
 				err = fmt.Errorf("DEL %s = %d, had %q", k, got, old)
 			}
 			delete(m, k)
@@ -172,9 +174,9 @@ func attackRun(t *testing.T, seed uint64) {
 			all[k] = v
 		}
 	}
-	owner := func(k string) int { return serverOf(t, c, shards, k) }
+	owner := func(k string) int { return fixtures.ServerOf(t, c, shards, k) }
 	for si, d := range direct {
-		keys, err := userKeys(d).Result()
+		keys, err := fixtures.UserKeys(d).Result()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -206,10 +208,10 @@ func attackRun(t *testing.T, seed uint64) {
 // failRestore fails the RESTOREs sent through a shard client as told: each
 // pipeline (or command) holding a RESTORE asks decide, which may block; an
 // error fails the whole pipeline, unsent.
-func failRestore(decide func(key string) error) sendHook {
-	return beforeSend(func(_ context.Context, cmds []goredis.Cmder) error {
+func failRestore(decide func(key string) error) fixtures.SendHook {
+	return fixtures.BeforeSend(func(_ context.Context, cmds []goredis.Cmder) error {
 		for _, cmd := range cmds {
-			if step, keys := moveStep(cmd); step == "restore" {
+			if step, keys := fixtures.MoveStep(cmd); step == "restore" {
 				for _, k := range keys {
 					if err := decide(k); err != nil {
 						return err
@@ -225,7 +227,7 @@ func failRestore(decide func(key string) error) sendHook {
 // crash then) still names them: resumed from it, the migration moves them
 // and loses none.
 func TestReshardCheckpointDuringRetryKeepsKeys(t *testing.T) {
-	shards, direct, c := safetyFixture(t, 2, 1, shardedredis.Health{})
+	shards, direct, c := fixtures.SafetyFixture(t, 2, 1, shardedredis.Health{})
 	for i := range 300 {
 		if err := c.Set(ctx, "k"+strconv.Itoa(i), "v"+strconv.Itoa(i), 0).Err(); err != nil {
 			t.Fatal(err)
@@ -323,7 +325,7 @@ func TestReshardAttackTypesAndTTLs(t *testing.T) {
 
 func attackTypes(t *testing.T, seed uint64) {
 	rng := rand.New(rand.NewPCG(seed, 9))
-	shards, direct, c := safetyFixture(t, 5, 3, shardedredis.Health{})
+	shards, direct, c := fixtures.SafetyFixture(t, 5, 3, shardedredis.Health{})
 	const n, writers = 3000, 4
 	kinds := []string{"counter", "hash", "list", "short"}
 	key := func(i int) string { return kinds[i%4] + ":" + strconv.Itoa(i) }
@@ -393,7 +395,7 @@ func attackTypes(t *testing.T, seed uint64) {
 	stopWriters()
 	time.Sleep(400 * time.Millisecond) // past every short TTL
 	for si, d := range direct {
-		keys, err := userKeys(d).Result()
+		keys, err := fixtures.UserKeys(d).Result()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -405,7 +407,7 @@ func attackTypes(t *testing.T, seed uint64) {
 				t.Errorf("server %d holds %s, which was to expire (PTTL %v)", si, k, ttl)
 				continue
 			}
-			if o := serverOf(t, c, shards, k); o != si {
+			if o := fixtures.ServerOf(t, c, shards, k); o != si {
 				t.Errorf("server %d holds %s, owned by %d", si, k, o)
 				continue
 			}

@@ -1,4 +1,4 @@
-package integration_test
+package reshard_test
 
 import (
 	"context"
@@ -12,6 +12,8 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	shardedredis "github.com/shardedcache/shardedcache/redis"
+
+	"github.com/shardedcache/shardedcache/integration_test/internal/fixtures"
 )
 
 // delHook, on the old owner's client, deletes the keys of gone from the
@@ -28,7 +30,7 @@ type delHook struct {
 
 func (h delHook) before(ctx context.Context, cmds []goredis.Cmder) error {
 	for _, cmd := range cmds {
-		step, keys := moveStep(cmd)
+		step, keys := fixtures.MoveStep(cmd)
 		switch step {
 		case "dump":
 			for _, k := range keys {
@@ -53,68 +55,6 @@ func (h delHook) before(ctx context.Context, cmds []goredis.Cmder) error {
 	return nil
 }
 
-// countsKeys is the number of keys of a countsFixture.
-const countsKeys = 600
-
-// countsFixture is a client over one real redis-server, holding countsKeys
-// keys prefix0 ... (one in three with a one-hour TTL), in a resharding
-// window to two: moving lists the keys whose owner changes, in key order;
-// busy, the first 30 of them, were written on their new owner in the window
-// (want holds that value); gone, the next 20, are to be deleted by the test
-// between the SCAN and their move (want no longer holds them).
-type countsFixture struct {
-	shards     []shardedredis.ShardOptions
-	direct     []*goredis.Client
-	c          *shardedredis.ShardedClient
-	next       *shardedredis.ShardedClient // placement under the new list
-	want       map[string]string
-	moving     []string
-	busy, gone map[string]bool
-}
-
-func newCountsFixture(t *testing.T, prefix string, busyDirect bool) *countsFixture {
-	t.Helper()
-	f := &countsFixture{want: map[string]string{}, busy: map[string]bool{}, gone: map[string]bool{}}
-	f.shards, f.direct, f.c = safetyFixture(t, 2, 1, shardedredis.Health{})
-	f.next = placementOf(t, f.shards)
-	for i := range countsKeys {
-		k := prefix + strconv.Itoa(i)
-		ttl := time.Duration(0)
-		if i%3 == 0 {
-			ttl = time.Hour
-		}
-		if err := f.c.Set(ctx, k, "v"+strconv.Itoa(i), ttl).Err(); err != nil {
-			t.Fatal(err)
-		}
-		f.want[k] = "v" + strconv.Itoa(i)
-		if f.next.GetShardInfo(k).Index == 1 {
-			f.moving = append(f.moving, k)
-		}
-	}
-	if len(f.moving) < 100 {
-		t.Fatalf("only %d keys move", len(f.moving))
-	}
-	if err := f.c.BeginResharding(f.shards); err != nil {
-		t.Fatal(err)
-	}
-	for _, k := range f.moving[:30] {
-		f.busy[k] = true
-		write := f.c.Set // moved first, then written on b
-		if busyDirect {
-			write = f.direct[1].Set // on b while a holds the key: MIGRATE's BUSYKEY
-		}
-		if err := write(ctx, k, "new:"+k, 0).Err(); err != nil {
-			t.Fatal(err)
-		}
-		f.want[k] = "new:" + k
-	}
-	for _, k := range f.moving[30:50] {
-		f.gone[k] = true
-		delete(f.want, k)
-	}
-	return f
-}
-
 // TestMigrationCounts runs a migration from one server to two in
 // which some keys were written by commands in the window (so moved before
 // the migration, not scanned), some are deleted between the SCAN and their
@@ -124,12 +64,12 @@ func newCountsFixture(t *testing.T, prefix string, busyDirect bool) *countsFixtu
 // a); a second migration settles them (restored: it finishes their
 // moves) and counts them moved.
 func TestMigrationCounts(t *testing.T) {
-	f := newCountsFixture(t, "mc:", false)
-	direct, c, next, want, moving, busy, gone := f.direct, f.c, f.next, f.want, f.moving, f.busy, f.gone
-	const n = countsKeys
+	f := fixtures.NewCountsFixture(t, "mc:", false)
+	direct, c, next, want, moving, busy, gone := f.Direct, f.C, f.Next, f.Want, f.Moving, f.Busy, f.Gone
+	const n = fixtures.CountsKeys
 	var mu sync.Mutex
 	var failedDel []string
-	c.Shards()[0].Client.AddHook(beforeSend(delHook{direct: direct[0], gone: gone, failKey: moving[len(moving)/2], mu: &mu, failed: &failedDel}.before))
+	c.Shards()[0].Client.AddHook(fixtures.BeforeSend(delHook{direct: direct[0], gone: gone, failKey: moving[len(moving)/2], mu: &mu, failed: &failedDel}.before))
 
 	m, err := c.NewMigration(shardedredis.MigrateOptions{BatchSize: 40, InFlight: 1, Parallelism: 1})
 	if err != nil {
@@ -178,7 +118,7 @@ func TestMigrationCounts(t *testing.T) {
 		t.Helper()
 		for i := range n {
 			k := "mc:" + strconv.Itoa(i)
-			onA, onB := holdsValue(t, direct[0], k), holdsValue(t, direct[1], k)
+			onA, onB := fixtures.HoldsValue(t, direct[0], k), fixtures.HoldsValue(t, direct[1], k)
 			v, ok := want[k]
 			newOwner := next.GetShardInfo(k).Index
 			switch {
@@ -220,14 +160,4 @@ func TestMigrationCounts(t *testing.T) {
 			n-len(moving)+len(failed), n-len(moving), len(failed))
 	}
 	check(2, nil)
-}
-
-// holdsValue returns key's string value on server d, "" when it is not there.
-func holdsValue(t *testing.T, d *goredis.Client, key string) string {
-	t.Helper()
-	v, err := d.Get(ctx, key).Result()
-	if err != nil && err != goredis.Nil {
-		t.Fatal(err)
-	}
-	return v
 }

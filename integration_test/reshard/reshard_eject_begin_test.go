@@ -1,4 +1,4 @@
-package integration_test
+package reshard_test
 
 // Shards ejected when the window opens (and back before the migration ends),
 // and a preset whose rebuild re-values its points: regressions from a
@@ -6,7 +6,6 @@ package integration_test
 
 import (
 	"errors"
-	"strconv"
 	"testing"
 	"time"
 
@@ -15,6 +14,8 @@ import (
 	shardedredis "github.com/shardedcache/shardedcache/redis"
 	"github.com/shardedcache/shardedcache/ring"
 	"github.com/shardedcache/shardedcache/shardedclient"
+
+	"github.com/shardedcache/shardedcache/integration_test/internal/fixtures"
 )
 
 // ejectReachable pauses server i for pause, fails one command on it so
@@ -22,8 +23,8 @@ import (
 // until RetryTimeout.
 func ejectReachable(t *testing.T, c *shardedredis.ShardedClient, direct []*goredis.Client, i int, pause time.Duration) {
 	t.Helper()
-	pauseUntilEjected(t, c, direct[i], i, pause)
-	poll(t, 10*time.Second, "paused server answers", func() error { return direct[i].Ping(ctx).Err() })
+	fixtures.PauseUntilEjected(t, c, direct[i], i, pause)
+	fixtures.Poll(t, 10*time.Second, "paused server answers", func() error { return direct[i].Ping(ctx).Err() })
 	if !c.Stats()[i].Ejected {
 		t.Fatal("shard rejoined before the test could use its ejection")
 	}
@@ -33,7 +34,7 @@ func ejectReachable(t *testing.T, c *shardedredis.ShardedClient, direct []*gored
 // until it returns nil (at most 20 runs), and checks its counts.
 func runUntilNil(t *testing.T, c *shardedredis.ShardedClient, i int) {
 	t.Helper()
-	poll(t, 10*time.Second, "rejoin", func() error {
+	fixtures.Poll(t, 10*time.Second, "rejoin", func() error {
 		if c.Stats()[i].Ejected {
 			return errors.New("still ejected")
 		}
@@ -53,36 +54,7 @@ func runUntilNil(t *testing.T, c *shardedredis.ShardedClient, i int) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	checkRunCounts(t, "the last run", m.Progress())
-}
-
-// checkValues checks that every key of keys reads "v"+key.
-func checkValues(t *testing.T, c *shardedredis.ShardedClient, keys []string) {
-	t.Helper()
-	bad := 0
-	for _, k := range keys {
-		if v, err := c.Get(ctx, k).Result(); err != nil || v != "v"+k {
-			if bad++; bad < 4 {
-				t.Errorf("Get(%q) = %q, %v; want %q", k, v, err, "v"+k)
-			}
-		}
-	}
-	if bad > 0 {
-		t.Errorf("%d of %d keys wrong", bad, len(keys))
-	}
-}
-
-// setKeys writes n keys prefix0.. with value "v"+key through c.
-func setKeys(t *testing.T, c *shardedredis.ShardedClient, prefix string, n int) []string {
-	t.Helper()
-	keys := make([]string, n)
-	for i := range keys {
-		keys[i] = prefix + strconv.Itoa(i)
-		if err := c.Set(ctx, keys[i], "v"+keys[i], 0).Err(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return keys
+	fixtures.CheckRunCounts(t, "the last run", m.Progress())
 }
 
 // A bystander b, ejected (but reachable) when the window opens (a, b, c ->
@@ -91,14 +63,14 @@ func setKeys(t *testing.T, c *shardedredis.ShardedClient, prefix string, n int) 
 func TestReshardBystanderEjectedAtBegin(t *testing.T) {
 	h := shardedredis.Health{Mode: shardedclient.EjectMode, FailureLimit: 1, RetryTimeout: 1500 * time.Millisecond,
 		ProbeTimeout: 100 * time.Millisecond}
-	shards, direct, c := safetyFixture(t, 4, 3, h)
-	keys := setKeys(t, c, "bb:", 300)
+	shards, direct, c := fixtures.SafetyFixture(t, 4, 3, h)
+	keys := fixtures.SetKeys(t, c, "bb:", 300)
 	ejectReachable(t, c, direct, 1, 500*time.Millisecond)
 	if err := c.BeginResharding(shards); err != nil {
 		t.Fatal(err)
 	}
 	runUntilNil(t, c, 1)
-	checkValues(t, c, keys)
+	fixtures.CheckValues(t, c, keys)
 }
 
 // a, b -> a, c with b ejected (reachable) when the window opens, and
@@ -108,11 +80,11 @@ func TestReshardBystanderEjectedAtBegin(t *testing.T) {
 func TestReshardLeavingEjectedAtBegin(t *testing.T) {
 	h := shardedredis.Health{Mode: shardedclient.EjectMode, FailureLimit: 1, RetryTimeout: 1500 * time.Millisecond,
 		ProbeTimeout: 100 * time.Millisecond}
-	shards, direct, c := safetyFixture(t, 3, 2, h)
-	keys := setKeys(t, c, "lb:", 200)
+	shards, direct, c := fixtures.SafetyFixture(t, 3, 2, h)
+	keys := fixtures.SetKeys(t, c, "lb:", 200)
 	var onB []string
 	for _, k := range keys {
-		if serverOf(t, c, shards, k) == 1 {
+		if fixtures.ServerOf(t, c, shards, k) == 1 {
 			onB = append(onB, k)
 		}
 	}
@@ -126,7 +98,7 @@ func TestReshardLeavingEjectedAtBegin(t *testing.T) {
 		t.Fatal(err)
 	}
 	runUntilNil(t, c, 2) // b follows the new list's shards while it leaves
-	checkValues(t, c, keys)
+	fixtures.CheckValues(t, c, keys)
 }
 
 // With libmemcached KETAMA and HashAfter (a rebuild re-values the points,
@@ -137,21 +109,21 @@ func TestReshardLeavingEjectedAtBegin(t *testing.T) {
 func TestReshardRehashPresetWindowEnds(t *testing.T) {
 	h := shardedredis.Health{Mode: shardedclient.EjectMode, FailureLimit: 1, RetryTimeout: 50 * time.Millisecond,
 		ProbeTimeout: 100 * time.Millisecond}
-	shards, direct, _ := safetyFixture(t, 3, 2, h)
+	shards, direct, _ := fixtures.SafetyFixture(t, 3, 2, h)
 	c, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: shards[:2], Health: h,
 		Placement: ring.Libmemcached{Distribution: ring.LibmemcachedKetama, HashAfter: ring.HashMD5}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
-	keys := setKeys(t, c, "rh:", 100)
+	keys := fixtures.SetKeys(t, c, "rh:", 100)
 	if err := c.BeginResharding(shards); err != nil {
 		t.Fatal(err)
 	}
-	ejectFor(t, c, direct[1], 1, 400*time.Millisecond, func() {}) // b out and back
+	fixtures.EjectFor(t, c, direct[1], 1, 400*time.Millisecond, func() {}) // b out and back
 	runUntilNil(t, c, 1)
 	if c.Window() != nil {
 		t.Error("the window is open after the migration")
 	}
-	checkValues(t, c, keys)
+	fixtures.CheckValues(t, c, keys)
 }

@@ -1,4 +1,4 @@
-package integration_test
+package reshard_test
 
 import (
 	"context"
@@ -13,17 +13,19 @@ import (
 
 	shardedredis "github.com/shardedcache/shardedcache/redis"
 	"github.com/shardedcache/shardedcache/shardedclient"
+
+	"github.com/shardedcache/shardedcache/integration_test/internal/fixtures"
 )
 
 // A Run whose ctx is already cancelled does not wait for another Run of the
 // same Migration that is stuck (here: its SCAN held by a hook); it returns
 // context.Canceled at once.
 func TestReshardCancelledRunDoesNotWait(t *testing.T) {
-	_, c, _, _ := oneToTwo(t, "crw:", 50)
+	_, c, _, _ := fixtures.OneToTwo(t, "crw:", 50)
 	release := make(chan struct{})
 	var once sync.Once
 	entered := make(chan struct{})
-	c.AddHook(beforeSend(func(_ context.Context, cmds []goredis.Cmder) error {
+	c.AddHook(fixtures.BeforeSend(func(_ context.Context, cmds []goredis.Cmder) error {
 		if cmds[0].Name() == "scan" {
 			once.Do(func() { close(entered) })
 			<-release
@@ -70,7 +72,7 @@ func TestReshardEjectDuringRun(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			h := shardedredis.Health{Mode: shardedclient.EjectMode, FailureLimit: 1, RetryTimeout: 50 * time.Millisecond,
 				ProbeTimeout: 100 * time.Millisecond}
-			direct, c, keys, moving := oneToTwoWith(t, "ej:", 400, h)
+			direct, c, keys, moving := fixtures.OneToTwoWith(t, "ej:", 400, h)
 			m, err := c.NewMigration(shardedredis.MigrateOptions{BatchSize: 20, Parallelism: 1, InFlight: 1, KeysPerSecond: 400})
 			if err != nil {
 				t.Fatal(err)
@@ -78,7 +80,7 @@ func TestReshardEjectDuringRun(t *testing.T) {
 			res := make(chan error, 1)
 			go func() { res <- m.Run(ctx) }()
 			time.Sleep(150 * time.Millisecond)
-			ejectFor(t, c, direct[tc.victim], tc.victim, 300*time.Millisecond, func() {})
+			fixtures.EjectFor(t, c, direct[tc.victim], tc.victim, 300*time.Millisecond, func() {})
 			err = <-res
 			t.Logf("run 1: %v", err)
 			for i := 0; err != nil && i < 5; i++ {
@@ -96,8 +98,8 @@ func TestReshardEjectDuringRun(t *testing.T) {
 			for _, p := range m.Progress() { // over its runs
 				moved += p.Moved + p.OnNewOwner
 			}
-			checkOneToTwo(t, direct, keys, moving, moved)
-			checkValues(t, c, keys)
+			fixtures.CheckOneToTwo(t, direct, keys, moving, moved)
+			fixtures.CheckValues(t, c, keys)
 		})
 	}
 }
@@ -109,16 +111,16 @@ func TestReshardEjectDuringRun(t *testing.T) {
 func TestReshardWaitsForEjectedDestination(t *testing.T) {
 	h := shardedredis.Health{Mode: shardedclient.EjectMode, FailureLimit: 1, RetryTimeout: 50 * time.Millisecond,
 		ProbeTimeout: 100 * time.Millisecond}
-	direct, c, keys, moving := oneToTwoWith(t, "ed:", 60, h)
+	direct, c, keys, moving := fixtures.OneToTwoWith(t, "ed:", 60, h)
 	nMoving := 0
 	for _, k := range keys {
-		nMoving += b2i(moving[k])
+		nMoving += fixtures.B2I(moving[k])
 	}
 	m, err := c.NewMigration(shardedredis.MigrateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ejectFor(t, c, direct[1], 1, 2500*time.Millisecond, func() {
+	fixtures.EjectFor(t, c, direct[1], 1, 2500*time.Millisecond, func() {
 		var merr *shardedredis.MigrationError
 		if err := m.Run(ctx); !errors.As(err, &merr) || len(merr.Shards) != 0 || len(merr.Keys) != nMoving {
 			t.Fatalf("run with the destination ejected: %v, want a *MigrationError naming the %d keys bound for it", err, nMoving)
@@ -140,7 +142,7 @@ func TestReshardWaitsForEjectedDestination(t *testing.T) {
 	if err := m.Run(ctx); err != nil {
 		t.Fatalf("run once the destination is back: %v", err)
 	}
-	checkOneToTwo(t, direct, keys, moving, m.Progress()[0].Moved)
+	fixtures.CheckOneToTwo(t, direct, keys, moving, m.Progress()[0].Moved)
 	if c.Window() != nil {
 		t.Error("the window is still open after the migration")
 	}
@@ -155,28 +157,28 @@ func TestReshardWaitsForEjectedDestination(t *testing.T) {
 func TestReshardCommandLeavesKeyForEjectedDestination(t *testing.T) {
 	h := shardedredis.Health{Mode: shardedclient.EjectMode, FailureLimit: 1, RetryTimeout: 50 * time.Millisecond,
 		ProbeTimeout: 100 * time.Millisecond}
-	shards, direct, c := safetyFixture(t, 3, 2, h)
+	shards, direct, c := fixtures.SafetyFixture(t, 3, 2, h)
 	ac := []shardedredis.ShardOptions{shards[0], shards[2]}
-	next := placementOf(t, ac)
+	next := fixtures.PlacementOf(t, ac)
 	var toC []string // on b, moving to c
 	for i := 0; len(toC) < 20; i++ {
 		k := "cl:" + strconv.Itoa(i)
 		if err := c.Set(ctx, k, "v"+k, 0).Err(); err != nil {
 			t.Fatal(err)
 		}
-		if serverOf(t, c, shards, k) == 1 && next.GetShardInfo(k).Index == 1 {
+		if fixtures.ServerOf(t, c, shards, k) == 1 && next.GetShardInfo(k).Index == 1 {
 			toC = append(toC, k)
 		}
 	}
 	if err := c.BeginResharding(ac); err != nil {
 		t.Fatal(err)
 	}
-	ejectFor(t, c, direct[2], 1, 1500*time.Millisecond, func() {
+	fixtures.EjectFor(t, c, direct[2], 1, 1500*time.Millisecond, func() {
 		for _, k := range toC {
 			if err := c.Get(ctx, k).Err(); err != goredis.Nil {
 				t.Errorf("GET %s with its new owner c ejected: %v, want redis.Nil (a stands in)", k, err)
 			}
-			if v := holdsValue(t, direct[1], k); v != "v"+k {
+			if v := fixtures.HoldsValue(t, direct[1], k); v != "v"+k {
 				t.Errorf("%s left b (b holds %q) while c is ejected", k, v)
 			}
 		}
@@ -189,7 +191,7 @@ func TestReshardCommandLeavesKeyForEjectedDestination(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, k := range toC {
-		if v, err := c.Get(ctx, k).Result(); err != nil || v != "v"+k || holdsValue(t, direct[2], k) != "v"+k {
+		if v, err := c.Get(ctx, k).Result(); err != nil || v != "v"+k || fixtures.HoldsValue(t, direct[2], k) != "v"+k {
 			t.Errorf("Get(%s) = %q, %v after the migration; want it on c", k, v, err)
 		}
 	}

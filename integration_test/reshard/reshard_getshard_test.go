@@ -1,4 +1,4 @@
-package integration_test
+package reshard_test
 
 import (
 	"bytes"
@@ -15,6 +15,8 @@ import (
 
 	shardedmc "github.com/shardedcache/shardedcache/memcache"
 	shardedredis "github.com/shardedcache/shardedcache/redis"
+
+	"github.com/shardedcache/shardedcache/integration_test/internal/fixtures"
 )
 
 // GetShard in a window moves the key first. Here the move's RESTORE ran on
@@ -28,11 +30,11 @@ import (
 func TestGetShardAfterFailedMoveSendsNothing(t *testing.T) {
 	for _, settleFails := range []bool{false, true} {
 		t.Run(fmt.Sprintf("settle-fails=%v", settleFails), func(t *testing.T) {
-			shards, direct, c := safetyFixture(t, 2, 1, shardedredis.Health{})
+			shards, direct, c := fixtures.SafetyFixture(t, 2, 1, shardedredis.Health{})
 			if err := c.BeginResharding(shards); err != nil {
 				t.Fatal(err)
 			}
-			k := byOwner(c, keys(100))[1][0] // moves from a to b
+			k := fixtures.ByOwner(c, fixtures.Keys(100))[1][0] // moves from a to b
 			if err := direct[0].Set(ctx, k, "v1", 0).Err(); err != nil {
 				t.Fatal(err)
 			}
@@ -41,10 +43,10 @@ func TestGetShardAfterFailedMoveSendsNothing(t *testing.T) {
 			c.OnNewShardNode(func(sh shardedredis.Shard, node *goredis.Client) {
 				if sh.Name == "b" {
 					node.AddHook(loseReply{lose: func(cmd goredis.Cmder) bool {
-						return isStep(cmd, "restore") && cmd.Err() == nil && armed.CompareAndSwap(true, false)
+						return fixtures.IsStep(cmd, "restore") && cmd.Err() == nil && armed.CompareAndSwap(true, false)
 					}, err: lost})
-					node.AddHook(beforeSend(func(_ context.Context, cmds []goredis.Cmder) error {
-						if refuseSettle.Load() && slices.ContainsFunc(cmds, func(c goredis.Cmder) bool { return isStep(c, "settle") }) {
+					node.AddHook(fixtures.BeforeSend(func(_ context.Context, cmds []goredis.Cmder) error {
+						if refuseSettle.Load() && slices.ContainsFunc(cmds, func(c goredis.Cmder) bool { return fixtures.IsStep(c, "settle") }) {
 							return errors.New("injected: the settling is not answered")
 						}
 						return nil
@@ -137,7 +139,7 @@ func (h loseReply) ProcessPipelineHook(n goredis.ProcessPipelineHook) goredis.Pr
 // nothing (a write on a would be lost); the value is v1, and once the key
 // has moved GetShard hands out b.
 func TestMemcacheGetShardAfterFailedMoveSendsNothing(t *testing.T) {
-	servers := []*mcServer{startRealMemcached(t), startRealMemcached(t)}
+	servers := []*fixtures.MCServer{fixtures.StartRealMemcached(t), fixtures.StartRealMemcached(t)}
 	var armed atomic.Bool
 	var d net.Dialer
 	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
@@ -147,14 +149,14 @@ func TestMemcacheGetShardAfterFailedMoveSendsNothing(t *testing.T) {
 		}
 		return failMetaDelete{Conn: conn, armed: &armed}, nil
 	}
-	list := []shardedmc.ShardOptions{{Name: "a", Addr: servers[0].addr, DialContext: dial}, {Name: "b", Addr: servers[1].addr}}
+	list := []shardedmc.ShardOptions{{Name: "a", Addr: servers[0].Addr, DialContext: dial}, {Name: "b", Addr: servers[1].Addr}}
 	c, err := shardedmc.NewShardedClient(&shardedmc.ShardedOptions{Shards: list[:1]})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
 	k := ""
-	for _, key := range mcKeys("gs:", 100) {
+	for _, key := range fixtures.MCKeys("gs:", 100) {
 		if placeMC(t, list, key) == 1 {
 			k = key
 			break

@@ -1,4 +1,4 @@
-package integration_test
+package reshard_test
 
 import (
 	"context"
@@ -14,6 +14,8 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	shardedredis "github.com/shardedcache/shardedcache/redis"
+
+	"github.com/shardedcache/shardedcache/integration_test/internal/fixtures"
 )
 
 // TestReshardHungDestination: the new shard's server hangs (SIGSTOP) in
@@ -25,12 +27,12 @@ import (
 // when the server woke up, would restore values and TTLs read before the
 // hang).
 func TestReshardHungDestination(t *testing.T) {
-	bin := realRedisBin(t)
-	procs := make([]*redisProc, 4)
+	bin := fixtures.RealRedisBin(t)
+	procs := make([]*fixtures.RedisProc, 4)
 	opts := make([]shardedredis.ShardOptions, 4)
 	for i := range procs {
-		procs[i] = startRedisProc(t, bin, "")
-		opts[i] = shardedredis.ShardOptions{Name: fmt.Sprintf("s%d", i), Addr: procs[i].addr}
+		procs[i] = fixtures.StartRedisProc(t, bin, "")
+		opts[i] = shardedredis.ShardOptions{Name: fmt.Sprintf("s%d", i), Addr: procs[i].Addr}
 	}
 	rdb, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: opts[:3], Options: &goredis.Options{
 		DialTimeout: 300 * time.Millisecond, ReadTimeout: 300 * time.Millisecond, WriteTimeout: 300 * time.Millisecond,
@@ -97,9 +99,9 @@ func TestReshardHungDestination(t *testing.T) {
 	hung := make(chan struct{})
 	go func() {
 		time.Sleep(150 * time.Millisecond)
-		_ = procs[3].cmd.Process.Signal(syscall.SIGSTOP)
+		_ = procs[3].Cmd.Process.Signal(syscall.SIGSTOP)
 		time.Sleep(2 * time.Second)
-		_ = procs[3].cmd.Process.Signal(syscall.SIGCONT)
+		_ = procs[3].Cmd.Process.Signal(syscall.SIGCONT)
 		close(hung)
 	}()
 	err = m.Run(ctx)
@@ -135,7 +137,7 @@ func TestReshardHungDestination(t *testing.T) {
 	// Every key as the model says, read from the servers themselves.
 	clients := make([]*goredis.Client, len(procs))
 	for i, p := range procs {
-		clients[i] = goredis.NewClient(&goredis.Options{Addr: p.addr})
+		clients[i] = goredis.NewClient(&goredis.Options{Addr: p.Addr})
 		defer clients[i].Close()
 	}
 	wrong, back, ttls := 0, 0, 0

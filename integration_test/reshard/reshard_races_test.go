@@ -1,4 +1,4 @@
-package integration_test
+package reshard_test
 
 import (
 	"context"
@@ -15,6 +15,8 @@ import (
 	shardedredis "github.com/shardedcache/shardedcache/redis"
 	"github.com/shardedcache/shardedcache/ring"
 	"github.com/shardedcache/shardedcache/shardedclient"
+
+	"github.com/shardedcache/shardedcache/integration_test/internal/fixtures"
 )
 
 // Regression tests for races of the resharding window found in review.
@@ -75,8 +77,8 @@ func (h hold) wait(cmd goredis.Cmder) {
 }
 
 // hook is h as a shard client's hook.
-func (h hold) hook() sendHook {
-	return beforeSend(func(_ context.Context, cmds []goredis.Cmder) error {
+func (h hold) hook() fixtures.SendHook {
+	return fixtures.BeforeSend(func(_ context.Context, cmds []goredis.Cmder) error {
 		for _, cmd := range cmds {
 			h.wait(cmd)
 		}
@@ -125,7 +127,7 @@ func TestReshardDeleteAfterEndSticks(t *testing.T) {
 			if err := c.BeginResharding(shards); err != nil {
 				t.Fatal(err)
 			}
-			h := newHold(func(cmd goredis.Cmder) bool { return isStep(cmd, "restore") })
+			h := newHold(func(cmd goredis.Cmder) bool { return fixtures.IsStep(cmd, "restore") })
 			c.Shards()[3].Client.AddHook(h.hook())
 			var wg sync.WaitGroup
 			wg.Go(func() { _ = c.Get(ctx, k).Err() })
@@ -147,8 +149,8 @@ func TestReshardDeleteAfterEndSticks(t *testing.T) {
 			if delErr != nil || n != 1 {
 				t.Fatalf("DEL = %d, %v; want 1", n, delErr)
 			}
-			if err := c.Get(ctx, k).Err(); err != goredis.Nil || len(holders(servers, k)) != 0 {
-				t.Fatalf("deleted key came back: %v on %v", err, holders(servers, k))
+			if err := c.Get(ctx, k).Err(); err != goredis.Nil || len(fixtures.Holders(servers, k)) != 0 {
+				t.Fatalf("deleted key came back: %v on %v", err, fixtures.Holders(servers, k))
 			}
 		})
 	}
@@ -223,9 +225,9 @@ func TestReshardWatch(t *testing.T) {
 // millisecond, however long the move takes: one about to expire still
 // expires then (real servers: miniredis keeps relative TTLs).
 func TestReshardKeyAboutToExpireStillExpires(t *testing.T) {
-	bin := realRedisBin(t)
-	a, b := startRedisProc(t, bin, ""), startRedisProc(t, bin, "")
-	shards := []shardedredis.ShardOptions{{Name: "a", Addr: a.addr}, {Name: "b", Addr: b.addr}}
+	bin := fixtures.RealRedisBin(t)
+	a, b := fixtures.StartRedisProc(t, bin, ""), fixtures.StartRedisProc(t, bin, "")
+	shards := []shardedredis.ShardOptions{{Name: "a", Addr: a.Addr}, {Name: "b", Addr: b.Addr}}
 	c, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: shards[:1]})
 	if err != nil {
 		t.Fatal(err)
@@ -252,7 +254,7 @@ func TestReshardKeyAboutToExpireStillExpires(t *testing.T) {
 	if err := c.Get(ctx, k).Err(); err != nil {
 		t.Fatal(err)
 	}
-	d := goredis.NewClient(&goredis.Options{Addr: b.addr})
+	d := goredis.NewClient(&goredis.Options{Addr: b.Addr})
 	defer d.Close()
 	if got, err := d.Do(ctx, "pexpiretime", k).Int64(); err != nil || got != soon.UnixMilli() {
 		t.Fatalf("moved key expires at %d (%v), want %d", got, err, soon.UnixMilli())
@@ -292,7 +294,7 @@ func TestReshardWithEjectedShard(t *testing.T) {
 	}
 	// The keys the migration must leave: on rb or rc, owned by ra before
 	// or after the move.
-	before, after := placementOf(t, shards[:3]), placementOf(t, shards)
+	before, after := fixtures.PlacementOf(t, shards[:3]), fixtures.PlacementOf(t, shards)
 	left := map[string]bool{}
 	leftOn := map[string]int{}
 	for _, i := range []int{1, 2} {
@@ -402,7 +404,7 @@ func TestReshardMigrationIgnoresStrayCopies(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := c.Get(ctx, k).Err(); err != goredis.Nil {
-		t.Fatalf("GET of a deleted key after the migration: %v (stray copy on %v)", err, holders(servers, k))
+		t.Fatalf("GET of a deleted key after the migration: %v (stray copy on %v)", err, fixtures.Holders(servers, k))
 	}
 }
 

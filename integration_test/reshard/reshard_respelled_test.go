@@ -1,4 +1,4 @@
-package integration_test
+package reshard_test
 
 import (
 	"net"
@@ -9,6 +9,8 @@ import (
 
 	shardedmc "github.com/shardedcache/shardedcache/memcache"
 	shardedredis "github.com/shardedcache/shardedcache/redis"
+
+	"github.com/shardedcache/shardedcache/integration_test/internal/fixtures"
 )
 
 // A shard whose address is written another way ("127.0.0.1:P" becomes
@@ -17,24 +19,24 @@ import (
 // one shard for another, and BeginResharding's sweep deleted them as stale
 // copies on their own server), and the migration after it neither.
 func TestReshardRespelledAddressIsTheSameShard(t *testing.T) {
-	procs := sharedRedis(t, 2)
-	_, port, _ := net.SplitHostPort(procs[0].addr)
-	list := []shardedredis.ShardOptions{topoShard("a", "127.0.0.1:"+port, 0), topoShard("b", procs[1].addr, 0)}
+	procs := fixtures.SharedRedis(t, 2)
+	_, port, _ := net.SplitHostPort(procs[0].Addr)
+	list := []shardedredis.ShardOptions{fixtures.TopoShard("a", "127.0.0.1:"+port, 0), fixtures.TopoShard("b", procs[1].Addr, 0)}
 	c, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: list})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	ks := keys(200)
+	ks := fixtures.Keys(200)
 	for _, k := range ks {
 		if err := c.Set(ctx, k, "v-"+k, 0).Err(); err != nil {
 			t.Fatal(err)
 		}
 	}
-	direct := goredis.NewClient(&goredis.Options{Addr: procs[0].addr})
+	direct := goredis.NewClient(&goredis.Options{Addr: procs[0].Addr})
 	defer direct.Close()
-	onA := userDBSize(direct).Val()
-	respelled := []shardedredis.ShardOptions{topoShard("a", "localhost:"+port, 0), topoShard("b", procs[1].addr, 0)}
+	onA := fixtures.UserDBSize(direct).Val()
+	respelled := []shardedredis.ShardOptions{fixtures.TopoShard("a", "localhost:"+port, 0), fixtures.TopoShard("b", procs[1].Addr, 0)}
 	if plan, err := c.PlanResharding(respelled); err != nil || plan.Moved != 0 || len(plan.Moves) != 0 {
 		t.Errorf("PlanResharding to the respelled list = %+v, %v; want nothing to move", plan, err)
 	}
@@ -48,7 +50,7 @@ func TestReshardRespelledAddressIsTheSameShard(t *testing.T) {
 				t.Fatalf("%s: Get(%q) = %q, %v; want %q", when, k, got, err, "v-"+k)
 			}
 		}
-		if n := userDBSize(direct).Val(); n != onA {
+		if n := fixtures.UserDBSize(direct).Val(); n != onA {
 			t.Fatalf("%s: a's server holds %d keys, want %d", when, n, onA)
 		}
 	}
@@ -80,21 +82,21 @@ func TestReshardRespelledAddressIsTheSameShard(t *testing.T) {
 // is not "moved" onto its own server (set there, then deleted as the old
 // copy).
 func TestMemcacheReshardRespelledAddressIsTheSameShard(t *testing.T) {
-	servers := []*mcServer{startRealMemcached(t), startRealMemcached(t)}
-	_, port, _ := net.SplitHostPort(servers[0].addr)
-	list := []shardedmc.ShardOptions{{Name: "a", Addr: "127.0.0.1:" + port}, {Name: "b", Addr: servers[1].addr}}
+	servers := []*fixtures.MCServer{fixtures.StartRealMemcached(t), fixtures.StartRealMemcached(t)}
+	_, port, _ := net.SplitHostPort(servers[0].Addr)
+	list := []shardedmc.ShardOptions{{Name: "a", Addr: "127.0.0.1:" + port}, {Name: "b", Addr: servers[1].Addr}}
 	c, err := shardedmc.NewShardedClient(&shardedmc.ShardedOptions{Shards: list})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	ks := mcKeys("respell:", 200)
+	ks := fixtures.MCKeys("respell:", 200)
 	for _, k := range ks {
 		if err := c.Set(&gomemcache.Item{Key: k, Value: []byte("v-" + k)}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	respelled := []shardedmc.ShardOptions{{Name: "a", Addr: "localhost:" + port}, {Name: "b", Addr: servers[1].addr}}
+	respelled := []shardedmc.ShardOptions{{Name: "a", Addr: "localhost:" + port}, {Name: "b", Addr: servers[1].Addr}}
 	if plan, err := c.PlanResharding(respelled); err != nil || plan.Moved != 0 || len(plan.Moves) != 0 {
 		t.Errorf("PlanResharding to the respelled list = %+v, %v; want nothing to move", plan, err)
 	}

@@ -1,4 +1,4 @@
-package integration_test
+package reshard_test
 
 // Resharding never loses a write: the old owner is the truth, stale copies
 // never win, misuse is refused. Regression tests of issue 10's cases, on
@@ -17,112 +17,9 @@ import (
 
 	shardedredis "github.com/shardedcache/shardedcache/redis"
 	"github.com/shardedcache/shardedcache/shardedclient"
+
+	"github.com/shardedcache/shardedcache/integration_test/internal/fixtures"
 )
-
-// safetyFixture returns n shared redis-servers as named shards "a", "b",
-// ..., a direct client to each, and a sharded client over the first k.
-func safetyFixture(t *testing.T, n, k int, h shardedredis.Health) ([]shardedredis.ShardOptions, []*goredis.Client, *shardedredis.ShardedClient) {
-	t.Helper()
-	return safetyFixtureAP(t, n, k, h, false)
-}
-
-// safetyFixtureAP is safetyFixture, autopipelined when ap is (see withAP).
-func safetyFixtureAP(t *testing.T, n, k int, h shardedredis.Health, ap bool) ([]shardedredis.ShardOptions, []*goredis.Client, *shardedredis.ShardedClient) {
-	t.Helper()
-	procs := sharedRedis(t, n)
-	shards := make([]shardedredis.ShardOptions, n)
-	direct := make([]*goredis.Client, n)
-	for i, p := range procs {
-		shards[i] = shardedredis.ShardOptions{Name: string(rune('a' + i)), Addr: p.addr, Options: &goredis.Options{
-			ReadTimeout: 200 * time.Millisecond, MaxRetries: -1}}
-		direct[i] = goredis.NewClient(&goredis.Options{Addr: p.addr, MaxRetries: -1})
-		t.Cleanup(func() { direct[i].Close() })
-	}
-	opt := &shardedredis.ShardedOptions{Shards: shards[:k], Health: h}
-	if ap {
-		withAP(opt)
-	}
-	c, err := shardedredis.NewShardedClient(withAPEnv(opt))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return shards, direct, c
-}
-
-// sendHook is a hook for a shard client: before, when set, is called with
-// each command (alone, as a slice of one) or pipeline that the client is
-// about to send, and an error from it fails every command of it, unsent;
-// after, when set, is called once the client has its replies.
-type sendHook struct {
-	before func(ctx context.Context, cmds []goredis.Cmder) error
-	after  func(ctx context.Context, cmds []goredis.Cmder)
-}
-
-// beforeSend is a sendHook with before f.
-func beforeSend(f func(ctx context.Context, cmds []goredis.Cmder) error) sendHook {
-	return sendHook{before: f}
-}
-
-func (h sendHook) DialHook(n goredis.DialHook) goredis.DialHook { return n }
-
-func (h sendHook) ProcessHook(n goredis.ProcessHook) goredis.ProcessHook {
-	return func(ctx context.Context, cmd goredis.Cmder) error {
-		return h.send(ctx, []goredis.Cmder{cmd}, func() error {
-			err := n(ctx, cmd)
-			if err != nil && cmd.Err() == nil {
-				cmd.SetErr(err) // as go-redis's Process will
-			}
-			return err
-		})
-	}
-}
-
-func (h sendHook) ProcessPipelineHook(n goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []goredis.Cmder) error {
-		return h.send(ctx, cmds, func() error { return n(ctx, cmds) })
-	}
-}
-
-func (h sendHook) send(ctx context.Context, cmds []goredis.Cmder, next func() error) error {
-	if h.before != nil {
-		if err := h.before(ctx, cmds); err != nil {
-			for _, cmd := range cmds {
-				cmd.SetErr(err)
-			}
-			return err
-		}
-	}
-	err := next()
-	if h.after != nil {
-		h.after(ctx, cmds)
-	}
-	return err
-}
-
-// placementOf returns a client over shards, closed when t ends, that tells
-// where each key goes under that list (GetShardInfo), as a client switched
-// to it will place it.
-func placementOf(t *testing.T, shards []shardedredis.ShardOptions) *shardedredis.ShardedClient {
-	t.Helper()
-	c, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: shards})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
-}
-
-// serverOf returns the index in direct of the server that c places key on.
-func serverOf(t *testing.T, c *shardedredis.ShardedClient, shards []shardedredis.ShardOptions, key string) int {
-	t.Helper()
-	addr := c.Shards()[c.GetShardInfo(key).Index].Addr
-	i := slices.IndexFunc(shards, func(s shardedredis.ShardOptions) bool { return s.Addr == addr })
-	if i < 0 {
-		t.Fatalf("key %q on unknown address %s", key, addr)
-	}
-	return i
-}
 
 // holdersOf returns the servers that hold key.
 func holdersOf(t *testing.T, direct []*goredis.Client, key string) []int {
@@ -140,30 +37,16 @@ func holdersOf(t *testing.T, direct []*goredis.Client, key string) []int {
 	return out
 }
 
-// runMigration runs a complete migration of the window and returns its
-// progress.
-func runMigration(t *testing.T, c *shardedredis.ShardedClient) []shardedredis.ShardProgress {
-	t.Helper()
-	m, err := c.NewMigration(shardedredis.MigrateOptions{BatchSize: 50})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := m.Run(ctx); err != nil {
-		t.Fatal(err)
-	}
-	return m.Progress()
-}
-
 // Case 1: a leftover of an earlier cold SetShards on the key's new owner
 // never wins over the value on its old owner.
 func TestReshardLeftoverOnDestinationNeverWins(t *testing.T) {
-	shards, direct, c := safetyFixture(t, 4, 3, shardedredis.Health{})
+	shards, direct, c := fixtures.SafetyFixture(t, 4, 3, shardedredis.Health{})
 	var k string
 	for i := 0; k == ""; i++ {
 		key := "k" + strconv.Itoa(i)
-		if serverOf(t, c, shards, key) == 0 {
+		if fixtures.ServerOf(t, c, shards, key) == 0 {
 			c2, _ := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: shards})
-			if serverOf(t, c2, shards, key) == 3 {
+			if fixtures.ServerOf(t, c2, shards, key) == 3 {
 				k = key
 			}
 			c2.Close()
@@ -184,7 +67,7 @@ func TestReshardLeftoverOnDestinationNeverWins(t *testing.T) {
 	if got := holdersOf(t, direct, k); !slices.Equal(got, []int{3}) {
 		t.Fatalf("after BeginResharding %q is on servers %v, want only d (a's stale copy removed)", k, got)
 	}
-	progress := runMigration(t, c)
+	progress := fixtures.RunMigration(t, c)
 	if v, err := c.Get(ctx, k).Result(); err != nil || v != "v2" {
 		t.Fatalf("Get(%q) = %q, %v; want v2, the last write", k, v, err)
 	}
@@ -203,7 +86,7 @@ func TestReshardEjectionLeftoverNeverWins(t *testing.T) {
 	h := shardedredis.Health{Mode: shardedclient.EjectMode, FailureLimit: 1, RetryTimeout: 50 * time.Millisecond,
 		ProbeTimeout: 100 * time.Millisecond,
 		OnRejoin:     func(ctx2 context.Context, c *goredis.Client) error { return c.FlushDB(ctx2).Err() }}
-	shards, direct, c := safetyFixture(t, 3, 3, h)
+	shards, direct, c := fixtures.SafetyFixture(t, 3, 3, h)
 	keys := make([]string, 60)
 	for i := range keys {
 		keys[i] = "e" + strconv.Itoa(i)
@@ -211,11 +94,11 @@ func TestReshardEjectionLeftoverNeverWins(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	onB := slices.DeleteFunc(slices.Clone(keys), func(k string) bool { return serverOf(t, c, shards, k) != 1 })
+	onB := slices.DeleteFunc(slices.Clone(keys), func(k string) bool { return fixtures.ServerOf(t, c, shards, k) != 1 })
 	if len(onB) == 0 {
 		t.Fatal("no key on b")
 	}
-	ejectFor(t, c, direct[1], 1, 400*time.Millisecond, func() {
+	fixtures.EjectFor(t, c, direct[1], 1, 400*time.Millisecond, func() {
 		for _, k := range onB { // while b is out: on its neighbours
 			if err := c.Set(ctx, k, "while-ejected", 0).Err(); err != nil {
 				t.Fatal(err)
@@ -235,47 +118,13 @@ func TestReshardEjectionLeftoverNeverWins(t *testing.T) {
 			t.Fatalf("after BeginResharding %q is on %v, want only b", k, got)
 		}
 	}
-	runMigration(t, c)
+	fixtures.RunMigration(t, c)
 	for _, k := range onB {
 		if v, err := c.Get(ctx, k).Result(); err != nil || v != "latest" {
 			t.Fatalf("Get(%q) = %q, %v; want latest", k, v, err)
 		}
-		if got := holdersOf(t, direct, k); len(got) != 1 || got[0] != serverOf(t, c, shards, k) {
+		if got := holdersOf(t, direct, k); len(got) != 1 || got[0] != fixtures.ServerOf(t, c, shards, k) {
 			t.Fatalf("%q on servers %v", k, got)
-		}
-	}
-}
-
-// ejectFor pauses the server of shard i (CLIENT PAUSE) for d, fails one
-// command on it so that it is ejected (FailureLimit 1), runs during, and
-// waits until the shard has rejoined.
-func ejectFor(t *testing.T, c *shardedredis.ShardedClient, server *goredis.Client, i int, d time.Duration, during func()) {
-	t.Helper()
-	pauseUntilEjected(t, c, server, i, d)
-	during()
-	deadline := time.Now().Add(10 * time.Second)
-	for c.Stats()[i].Ejected {
-		if time.Now().After(deadline) {
-			t.Fatal("shard did not rejoin")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
-// pauseUntilEjected pauses server, shard i of c, for d (CLIENT PAUSE) and
-// sends GETs of keys it owns until one times out and c ejects it.
-func pauseUntilEjected(t *testing.T, c *shardedredis.ShardedClient, server *goredis.Client, i int, d time.Duration) {
-	t.Helper()
-	if err := server.Do(ctx, "client", "pause", d.Milliseconds(), "all").Err(); err != nil {
-		t.Fatal(err)
-	}
-	for k := 0; !c.Stats()[i].Ejected; k++ {
-		key := "probe-" + strconv.Itoa(k)
-		if c.GetShardInfo(key).Index == i {
-			_ = c.Get(ctx, key).Err() // times out: the shard's failure
-		}
-		if k > 100000 {
-			t.Fatal("shard not ejected")
 		}
 	}
 }
@@ -283,7 +132,7 @@ func pauseUntilEjected(t *testing.T, c *shardedredis.ShardedClient, server *gore
 // Case 3: a write through GetShard inside a window lands on a key that has
 // already moved: no field is lost.
 func TestReshardGetShardInWindowMovesTheKeyFirst(t *testing.T) {
-	shards, direct, c := safetyFixture(t, 4, 3, shardedredis.Health{})
+	shards, direct, c := fixtures.SafetyFixture(t, 4, 3, shardedredis.Health{})
 	k := keyMovingTo(t, c, shards, 3)
 	if err := c.HSet(ctx, k, "f1", "1", "f2", "2").Err(); err != nil {
 		t.Fatal(err)
@@ -297,7 +146,7 @@ func TestReshardGetShardInWindowMovesTheKeyFirst(t *testing.T) {
 	if err := c.ForEachShard(ctx, func(ctx2 context.Context, cl *goredis.Client) error { return nil }); !errors.Is(err, shardedredis.ErrReshardingWindow) {
 		t.Fatalf("ForEachShard in a window: %v, want ErrReshardingWindow", err)
 	}
-	runMigration(t, c)
+	fixtures.RunMigration(t, c)
 	got, err := c.HGetAll(ctx, k).Result()
 	if err != nil || len(got) != 3 || got["f1"] != "1" || got["f2"] != "2" || got["f3"] != "3" {
 		t.Fatalf("HGETALL %q = %v, %v; want f1, f2, f3", k, got, err)
@@ -311,10 +160,10 @@ func TestReshardGetShardInWindowMovesTheKeyFirst(t *testing.T) {
 // shards places on shard to.
 func keyMovingTo(t *testing.T, c *shardedredis.ShardedClient, shards []shardedredis.ShardOptions, to int) string {
 	t.Helper()
-	all := placementOf(t, shards)
+	all := fixtures.PlacementOf(t, shards)
 	for i := 0; i < 100000; i++ {
 		k := "m" + strconv.Itoa(i)
-		if serverOf(t, all, shards, k) == to && serverOf(t, c, shards, k) != to {
+		if fixtures.ServerOf(t, all, shards, k) == to && fixtures.ServerOf(t, c, shards, k) != to {
 			return k
 		}
 	}
@@ -325,14 +174,14 @@ func keyMovingTo(t *testing.T, c *shardedredis.ShardedClient, shards []shardedre
 // Case 4: shard "b" at a new address is a move of all its keys, planned and
 // migrated.
 func TestReshardSameNameNewAddressMovesItsKeys(t *testing.T) {
-	shards, direct, c := safetyFixture(t, 4, 3, shardedredis.Health{})
+	shards, direct, c := fixtures.SafetyFixture(t, 4, 3, shardedredis.Health{})
 	const n = 600
 	for i := range n {
 		if err := c.Set(ctx, "n"+strconv.Itoa(i), i, 0).Err(); err != nil {
 			t.Fatal(err)
 		}
 	}
-	onB, err := userDBSize(direct[1]).Result()
+	onB, err := fixtures.UserDBSize(direct[1]).Result()
 	if err != nil || onB == 0 {
 		t.Fatalf("b holds %d keys: %v", onB, err)
 	}
@@ -348,17 +197,17 @@ func TestReshardSameNameNewAddressMovesItsKeys(t *testing.T) {
 	if err := c.BeginResharding(moved); err != nil {
 		t.Fatal(err)
 	}
-	runMigration(t, c)
+	fixtures.RunMigration(t, c)
 	for i := range n {
 		k := "n" + strconv.Itoa(i)
 		if v, err := c.Get(ctx, k).Int(); err != nil || v != i {
 			t.Fatalf("Get(%q) = %d, %v", k, v, err)
 		}
 	}
-	if left, _ := userDBSize(direct[1]).Result(); left != 0 {
+	if left, _ := fixtures.UserDBSize(direct[1]).Result(); left != 0 {
 		t.Fatalf("the old address of b still holds %d keys", left)
 	}
-	if now, _ := userDBSize(direct[3]).Result(); now != onB {
+	if now, _ := fixtures.UserDBSize(direct[3]).Result(); now != onB {
 		t.Fatalf("the new address of b holds %d keys, want %d", now, onB)
 	}
 }
@@ -366,7 +215,7 @@ func TestReshardSameNameNewAddressMovesItsKeys(t *testing.T) {
 // Case 5: the window's life cycle refuses calls out of order; a checkpoint
 // belongs to its window; a finished checkpoint is not an empty one.
 func TestReshardLifeCycleRefusesMisuse(t *testing.T) {
-	shards, direct, c := safetyFixture(t, 4, 3, shardedredis.Health{})
+	shards, direct, c := fixtures.SafetyFixture(t, 4, 3, shardedredis.Health{})
 	const n = 2000
 	for i := range n {
 		if err := c.Set(ctx, "l"+strconv.Itoa(i), i, 0).Err(); err != nil {
@@ -386,7 +235,7 @@ func TestReshardLifeCycleRefusesMisuse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	half, cancel := contextWithTimeout(100 * time.Millisecond)
+	half, cancel := fixtures.ContextWithTimeout(100 * time.Millisecond)
 	err = m.Run(half)
 	cancel()
 	if !errors.Is(err, context.DeadlineExceeded) {
@@ -445,16 +294,16 @@ func TestReshardLifeCycleRefusesMisuse(t *testing.T) {
 // too: it must not win once the shard takes its keys back.
 func TestReshardStaleCopyOnEjectedShardRemoved(t *testing.T) {
 	h := shardedredis.Health{Mode: shardedclient.EjectMode, FailureLimit: 1, RetryTimeout: time.Hour}
-	shards, direct, _ := safetyFixture(t, 3, 1, h) // a, b, c
+	shards, direct, _ := fixtures.SafetyFixture(t, 3, 1, h) // a, b, c
 	c, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: shards[1:], Health: h})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
-	abc := placementOf(t, shards)
+	abc := fixtures.PlacementOf(t, shards)
 	var k string // on b with [b, c], on a with [a, b, c]
 	for i := 0; k == "" && i < 100000; i++ {
-		if key := "s" + strconv.Itoa(i); serverOf(t, c, shards, key) == 1 && serverOf(t, abc, shards, key) == 0 {
+		if key := "s" + strconv.Itoa(i); fixtures.ServerOf(t, c, shards, key) == 1 && fixtures.ServerOf(t, abc, shards, key) == 0 {
 			k = key
 		}
 	}
@@ -467,7 +316,7 @@ func TestReshardStaleCopyOnEjectedShardRemoved(t *testing.T) {
 	if err := c.Set(ctx, k, "new", 0).Err(); err != nil {
 		t.Fatal(err)
 	}
-	pauseUntilEjected(t, c, direct[1], 1, 3*time.Second) // b
+	fixtures.PauseUntilEjected(t, c, direct[1], 1, 3*time.Second) // b
 	// While b cannot answer, the window cannot clean it: refused, naming b.
 	err = c.BeginResharding(shards[1:])
 	var se *shardedclient.ShardError
@@ -475,7 +324,7 @@ func TestReshardStaleCopyOnEjectedShardRemoved(t *testing.T) {
 		t.Fatalf("BeginResharding with the ejected b unreachable: %v, want b's ShardError and no window", err)
 	}
 	// The pause ends (b stays ejected: RetryTimeout 1 h).
-	poll(t, 10*time.Second, "b answers again", func() error { return direct[1].Ping(ctx).Err() })
+	fixtures.Poll(t, 10*time.Second, "b answers again", func() error { return direct[1].Ping(ctx).Err() })
 	if err := c.BeginResharding(shards[1:]); err != nil {
 		t.Fatal(err)
 	}
@@ -488,7 +337,7 @@ func TestReshardStaleCopyOnEjectedShardRemoved(t *testing.T) {
 	if err := c.Get(ctx, k).Err(); err != goredis.Nil {
 		t.Fatalf("Get(%q) with its new owner b ejected: %v; want redis.Nil", k, err)
 	}
-	if v := holdsValue(t, direct[0], k); v != "new" {
+	if v := fixtures.HoldsValue(t, direct[0], k); v != "new" {
 		t.Fatalf("a holds %q for %q; want new, kept until b is back", v, k)
 	}
 	m, err := c.NewMigration(shardedredis.MigrateOptions{})
@@ -512,8 +361,8 @@ func TestReshardStaleCopyOnEjectedShardRemoved(t *testing.T) {
 // it scans. Here a BLMOVE blocked on the old list writes its destination,
 // a key that moves, only once the migration has begun.
 func TestMigrationWaitsForEarlierWrites(t *testing.T) {
-	shards, direct, c := safetyFixture(t, 2, 1, shardedredis.Health{})
-	both := placementOf(t, shards)
+	shards, direct, c := fixtures.SafetyFixture(t, 2, 1, shardedredis.Health{})
+	both := fixtures.PlacementOf(t, shards)
 	key := func(prefix string, owner int) string { // a key that owner holds under both shards
 		for i := 0; ; i++ {
 			if k := prefix + strconv.Itoa(i); both.GetShardInfo(k).Index == owner {
@@ -573,14 +422,14 @@ func TestMigrationWaitsForEarlierWrites(t *testing.T) {
 // the keys that EXISTS finds. (DBSIZE sums the servers' counts: it counts
 // them until a migration or a later BeginResharding sweeps them.)
 func TestKeysAndScanLeaveOutStaleCopies(t *testing.T) {
-	procs := sharedRedis(t, 3)
-	list := []shardedredis.ShardOptions{topoShard("a", procs[0].addr, 0), topoShard("b", procs[1].addr, 0), topoShard("c", procs[2].addr, 0)}
+	procs := fixtures.SharedRedis(t, 3)
+	list := []shardedredis.ShardOptions{fixtures.TopoShard("a", procs[0].Addr, 0), fixtures.TopoShard("b", procs[1].Addr, 0), fixtures.TopoShard("c", procs[2].Addr, 0)}
 	c, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: list[:2]})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	ks := keys(300)
+	ks := fixtures.Keys(300)
 	for _, k := range ks {
 		if err := c.Set(ctx, k, "v", 0).Err(); err != nil {
 			t.Fatal(err)

@@ -1,4 +1,4 @@
-package integration_test
+package reshard_test
 
 import (
 	"context"
@@ -19,6 +19,8 @@ import (
 
 	shardedredis "github.com/shardedcache/shardedcache/redis"
 	"github.com/shardedcache/shardedcache/shardedclient"
+
+	"github.com/shardedcache/shardedcache/integration_test/internal/fixtures"
 )
 
 // TestMigrationServerSide runs a ServerSide migration (MIGRATE between the
@@ -31,11 +33,11 @@ import (
 // exactly where it belongs, every server holds exactly what a plain map
 // says (moved keys with their TTL), and a second run moves the failed keys.
 func TestMigrationServerSide(t *testing.T) {
-	f := newCountsFixture(t, "ms:", true)
-	direct, c, want, busy, gone := f.direct, f.c, f.want, f.busy, f.gone
-	const n = countsKeys
+	f := fixtures.NewCountsFixture(t, "ms:", true)
+	direct, c, want, busy, gone := f.Direct, f.C, f.Want, f.Busy, f.Gone
+	const n = fixtures.CountsKeys
 	moving := map[string]bool{}
-	for _, k := range f.moving {
+	for _, k := range f.Moving {
 		moving[k] = true
 	}
 	// On the old owner: the first transaction with a busy key fails unsent
@@ -44,7 +46,7 @@ func TestMigrationServerSide(t *testing.T) {
 	var mu sync.Mutex
 	failed := map[string]bool{}
 	failing := true
-	c.Shards()[0].Client.AddHook(beforeSend(func(ctx context.Context, cmds []goredis.Cmder) error {
+	c.Shards()[0].Client.AddHook(fixtures.BeforeSend(func(ctx context.Context, cmds []goredis.Cmder) error {
 		if cmds[0].Name() != "multi" {
 			return nil
 		}
@@ -126,7 +128,7 @@ func TestMigrationServerSide(t *testing.T) {
 		t.Helper()
 		for i := range n {
 			k := "ms:" + strconv.Itoa(i)
-			onA, onB := holdsValue(t, direct[0], k), holdsValue(t, direct[1], k)
+			onA, onB := fixtures.HoldsValue(t, direct[0], k), fixtures.HoldsValue(t, direct[1], k)
 			v, ok := want[k]
 			wantA, wantB := v, ""
 			switch {
@@ -173,7 +175,7 @@ func TestMigrationServerSide(t *testing.T) {
 // as a new owner (here, one with a credentials provider) may leave: it is an
 // old owner only, and its keys move with MIGRATE to the shard that stays.
 func TestMigrationServerSideLeavingShard(t *testing.T) {
-	shards, direct, _ := safetyFixture(t, 2, 2, shardedredis.Health{})
+	shards, direct, _ := fixtures.SafetyFixture(t, 2, 2, shardedredis.Health{})
 	a, b := shards[0], shards[1]
 	o := *b.Options
 	o.CredentialsProvider = func() (string, string) { return "", "" } // the servers need none
@@ -217,8 +219,8 @@ func TestMigrationServerSideLeavingShard(t *testing.T) {
 	for _, p := range m.Progress() {
 		moved += p.Moved
 	}
-	if moved != int64(onB) || userDBSize(direct[1]).Val() != 0 || userDBSize(direct[0]).Val() != n {
-		t.Fatalf("moved %d of b's %d keys; a holds %d, b %d; want all %d on a", moved, onB, userDBSize(direct[0]).Val(), userDBSize(direct[1]).Val(), n)
+	if moved != int64(onB) || fixtures.UserDBSize(direct[1]).Val() != 0 || fixtures.UserDBSize(direct[0]).Val() != n {
+		t.Fatalf("moved %d of b's %d keys; a holds %d, b %d; want all %d on a", moved, onB, fixtures.UserDBSize(direct[0]).Val(), fixtures.UserDBSize(direct[1]).Val(), n)
 	}
 }
 
@@ -259,7 +261,7 @@ func runServerSide(t *testing.T, old, new []serverSideShard, n, size int, h shar
 		t.Fatal(err)
 	}
 	defer c.Close()
-	next := placementOf(t, serverSideOptions(new))
+	next := fixtures.PlacementOf(t, serverSideOptions(new))
 	ownerOf := func(l []serverSideShard, i int) string { return l[i].so.Addr + "/" + strconv.Itoa(l[i].so.Options.DB) }
 	value := func(i int) string {
 		b := make([]byte, size)
@@ -325,10 +327,10 @@ func runServerSide(t *testing.T, old, new []serverSideShard, n, size int, h shar
 // (counted on the new owner) or failed. Every moving key is counted moved,
 // in one run.
 func TestMigrationServerSideSharedServers(t *testing.T) {
-	bin := realRedisBin(t)
-	procs := []*redisProc{startRedisProc(t, bin, ""), startRedisProc(t, bin, ""), startRedisProc(t, bin, "")}
+	bin := fixtures.RealRedisBin(t)
+	procs := []*fixtures.RedisProc{fixtures.StartRedisProc(t, bin, ""), fixtures.StartRedisProc(t, bin, ""), fixtures.StartRedisProc(t, bin, "")}
 	on := func(name string, p, db int) serverSideShard {
-		return newServerSideShard(t, name, procs[p].addr, db, goredis.Options{})
+		return newServerSideShard(t, name, procs[p].Addr, db, goredis.Options{})
 	}
 	for _, tc := range []struct {
 		name     string
@@ -353,10 +355,10 @@ func TestMigrationServerSideSharedServers(t *testing.T) {
 // servers still move the keys. The batch is settled once the old owner
 // answers again: every moving key counts moved, none failed.
 func TestMigrationServerSideLostReply(t *testing.T) {
-	bin := realRedisBin(t)
-	p0, p1 := startRedisProc(t, bin, ""), startRedisProc(t, bin, "")
+	bin := fixtures.RealRedisBin(t)
+	p0, p1 := fixtures.StartRedisProc(t, bin, ""), fixtures.StartRedisProc(t, bin, "")
 	o := goredis.Options{ReadTimeout: 200 * time.Millisecond}
-	a, b := newServerSideShard(t, "a", p0.addr, 0, o), newServerSideShard(t, "b", p1.addr, 0, o)
+	a, b := newServerSideShard(t, "a", p0.Addr, 0, o), newServerSideShard(t, "b", p1.Addr, 0, o)
 	runServerSide(t, []serverSideShard{a}, []serverSideShard{a, b}, 200, 1<<20, shardedredis.Health{}, shardedredis.MigrateOptions{BatchSize: 100, InFlight: 2})
 }
 
@@ -368,10 +370,10 @@ func TestMigrationServerSideLostReply(t *testing.T) {
 // moved in the first run, none failed; the old owner, busy rather than
 // failing, is not ejected (EjectMode, FailureLimit 2).
 func TestMigrationServerSideSlowLink(t *testing.T) {
-	bin := realRedisBin(t)
-	p0, p1 := startRedisProc(t, bin, ""), startRedisProc(t, bin, "")
+	bin := fixtures.RealRedisBin(t)
+	p0, p1 := fixtures.StartRedisProc(t, bin, ""), fixtures.StartRedisProc(t, bin, "")
 	o := goredis.Options{ReadTimeout: 200 * time.Millisecond}
-	a, b := newServerSideShard(t, "a", p0.addr, 0, o), newServerSideShard(t, "b", throttled(t, p1.addr, 5<<19), 0, o)
+	a, b := newServerSideShard(t, "a", p0.Addr, 0, o), newServerSideShard(t, "b", throttled(t, p1.Addr, 5<<19), 0, o)
 	var mu sync.Mutex
 	var ejected []string
 	h := shardedredis.Health{Mode: shardedclient.EjectMode, FailureLimit: 2, RetryTimeout: time.Minute,

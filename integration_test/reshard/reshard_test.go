@@ -1,4 +1,4 @@
-package integration_test
+package reshard_test
 
 import (
 	"context"
@@ -17,6 +17,8 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	shardedredis "github.com/shardedcache/shardedcache/redis"
+
+	"github.com/shardedcache/shardedcache/integration_test/internal/fixtures"
 )
 
 // reshardFixture: three named miniredis shards holding n keys (every tenth
@@ -70,7 +72,7 @@ func checkPlaced(t *testing.T, servers []*miniredis.Miniredis, c *shardedredis.S
 		k := fmt.Sprintf("key:%d", i)
 		owner := c.GetShardInfo(k).Index
 		if !servers[owner].Exists(k) {
-			t.Fatalf("%s is not on its owner %d (on %v)", k, owner, holders(servers, k))
+			t.Fatalf("%s is not on its owner %d (on %v)", k, owner, fixtures.Holders(servers, k))
 		}
 		if v, _ := servers[owner].Get(k); v != want(i) {
 			t.Fatalf("%s = %q, want %q", k, v, want(i))

@@ -1,4 +1,4 @@
-package integration_test
+package reshardcut_test
 
 // Attack: application commands (reads, writes, deletes, each moving its key
 // first in the window) run while the migration is cut at random points and
@@ -20,6 +20,8 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	shardedredis "github.com/shardedcache/shardedcache/redis"
+
+	"github.com/shardedcache/shardedcache/integration_test/internal/fixtures"
 )
 
 type migTag struct{}
@@ -39,7 +41,7 @@ func (o *delObserver) record(ctx context.Context, cmd goredis.Cmder) {
 		who = "mig"
 		if o.events != nil {
 			o.mu.Lock()
-			switch step, keys := moveStep(cmd); step {
+			switch step, keys := fixtures.MoveStep(cmd); step {
 			case "dump", "restore", "del", "abort", "settle":
 				for _, k := range keys {
 					(*o.events)[k] = append((*o.events)[k], fmt.Sprintf("run%v %s@%d: %v %v", r, step, o.server, cmd.Err(), firstVal(cmd)))
@@ -48,7 +50,7 @@ func (o *delObserver) record(ctx context.Context, cmd goredis.Cmder) {
 			o.mu.Unlock()
 		}
 	}
-	step, keys := moveStep(cmd)
+	step, keys := fixtures.MoveStep(cmd)
 	if step != "del" || cmd.Err() != nil {
 		return
 	}
@@ -60,8 +62,8 @@ func (o *delObserver) record(ctx context.Context, cmd goredis.Cmder) {
 }
 
 // hook is o as a shard client's hook.
-func (o *delObserver) hook() sendHook {
-	return sendHook{after: func(ctx context.Context, cmds []goredis.Cmder) {
+func (o *delObserver) hook() fixtures.SendHook {
+	return fixtures.SendHook{After: func(ctx context.Context, cmds []goredis.Cmder) {
 		for _, c := range cmds {
 			o.record(ctx, c)
 		}
@@ -79,16 +81,16 @@ func TestReshardConcurrentCutResume(t *testing.T) {
 
 func concurrentCutResume(t *testing.T, seed int64) {
 	variant := int(seed)
-	w := cutFixture(t, seed, variant, 1500)
+	w := fixtures.CutFixture(t, seed, variant, 1500)
 	rng := rand.New(rand.NewSource(seed * 7919))
 	var mu sync.Mutex
 	dels := map[string][]string{}
 	events := map[string][]string{}
 	addrs := map[string]int{}
-	for i, s := range w.shards {
+	for i, s := range w.Shards {
 		addrs[s.Addr] = i
 	}
-	w.c.OnNewNode(func(node *goredis.Client) {
+	w.C.OnNewNode(func(node *goredis.Client) {
 		node.AddHook((&delObserver{server: addrs[node.Options().Addr], mu: &mu, dels: dels, events: &events}).hook())
 	})
 
@@ -106,32 +108,32 @@ func concurrentCutResume(t *testing.T, seed int64) {
 				return
 			default:
 			}
-			k := w.keys[appRng.Intn(len(w.keys))]
-			v, ok := w.want[k]
+			k := w.Keys[appRng.Intn(len(w.Keys))]
+			v, ok := w.Want[k]
 			var err error
 			switch op := appRng.Intn(10); {
 			case !ok:
 				continue
 			case op < 4:
-				err = w.c.Get(ctx, k).Err()
+				err = w.C.Get(ctx, k).Err()
 				if err == goredis.Nil || (err != nil && strings.HasPrefix(err.Error(), "WRONGTYPE")) {
 					err = nil
 				}
 			case op < 6:
-				v.kind, v.str, v.ttl = "string", "app"+strconv.Itoa(n), 0
-				err = w.c.Set(ctx, k, v.str, 0).Err()
+				v.Kind, v.Str, v.TTL = "string", "app"+strconv.Itoa(n), 0
+				err = w.C.Set(ctx, k, v.Str, 0).Err()
 			case op < 7:
-				err = w.c.Del(ctx, k).Err()
-				delete(w.want, k)
+				err = w.C.Del(ctx, k).Err()
+				delete(w.Want, k)
 				deleted = append(deleted, k)
-			case v.kind == "hash":
-				v.hash["a"+strconv.Itoa(n)] = "x"
-				err = w.c.HSet(ctx, k, "a"+strconv.Itoa(n), "x").Err()
-			case v.kind == "list":
-				v.list = append(v.list, "a"+strconv.Itoa(n))
-				err = w.c.RPush(ctx, k, "a"+strconv.Itoa(n)).Err()
+			case v.Kind == "hash":
+				v.Hash["a"+strconv.Itoa(n)] = "x"
+				err = w.C.HSet(ctx, k, "a"+strconv.Itoa(n), "x").Err()
+			case v.Kind == "list":
+				v.List = append(v.List, "a"+strconv.Itoa(n))
+				err = w.C.RPush(ctx, k, "a"+strconv.Itoa(n)).Err()
 			default:
-				err = w.c.Exists(ctx, k).Err()
+				err = w.C.Exists(ctx, k).Err()
 			}
 			if err != nil {
 				appErr = fmt.Errorf("op %d on %s: %w", n, k, err)
@@ -148,7 +150,7 @@ func concurrentCutResume(t *testing.T, seed int64) {
 		if rng.Intn(2) == 0 {
 			opt.KeysPerSecond = float64(2000 + rng.Intn(4000))
 		}
-		m, err := w.c.NewMigration(opt)
+		m, err := w.C.NewMigration(opt)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -159,7 +161,7 @@ func concurrentCutResume(t *testing.T, seed int64) {
 		err = m.Run(runCtx)
 		cancel()
 		runs = append(runs, m.Progress())
-		checkRunCounts(t, "run "+strconv.Itoa(r+1), m.Progress())
+		fixtures.CheckRunCounts(t, "run "+strconv.Itoa(r+1), m.Progress())
 		if err == nil {
 			break
 		}
@@ -189,14 +191,14 @@ func concurrentCutResume(t *testing.T, seed int64) {
 	}
 	migMoves, cmdMoves := 0, 0
 	mu.Lock()
-	for _, k := range w.keys {
+	for _, k := range w.Keys {
 		var on []string
 		for _, d := range dels[k] {
-			if d == "mig@"+strconv.Itoa(w.from[k]) || d == "cmd@"+strconv.Itoa(w.from[k]) {
+			if d == "mig@"+strconv.Itoa(w.From[k]) || d == "cmd@"+strconv.Itoa(w.From[k]) {
 				on = append(on, d)
 			}
 		}
-		if w.from[k] == w.to[k] {
+		if w.From[k] == w.To[k] {
 			if len(on) > 0 && !slices.Contains(deleted, k) {
 				t.Errorf("%s does not change owner, yet DELs %v on its owner", k, on)
 			}
@@ -208,19 +210,19 @@ func concurrentCutResume(t *testing.T, seed int64) {
 		case len(on) == 1:
 			cmdMoves++
 		default:
-			t.Errorf("%s (changes owner %d -> %d): DELs on its old owner %v, want one; events %q", k, w.from[k], w.to[k], on, events[k])
+			t.Errorf("%s (changes owner %d -> %d): DELs on its old owner %v, want one; events %q", k, w.From[k], w.To[k], on, events[k])
 		}
 	}
 	mu.Unlock()
 	t.Logf("%d runs; %d keys change owner: %d moved by the runs (they count %d), %d by commands; %d deleted by the app",
-		len(runs), w.moving, migMoves, counted, cmdMoves, len(deleted))
+		len(runs), w.Moving, migMoves, counted, cmdMoves, len(deleted))
 	if counted != int64(migMoves) {
 		t.Errorf("the runs count %d moves, their DELs removed %d old copies", counted, migMoves)
 	}
-	if migMoves+cmdMoves != w.moving {
-		t.Errorf("%d + %d keys moved, want the %d that change owner", migMoves, cmdMoves, w.moving)
+	if migMoves+cmdMoves != w.Moving {
+		t.Errorf("%d + %d keys moved, want the %d that change owner", migMoves, cmdMoves, w.Moving)
 	}
-	w.checkFinal(t)
+	w.CheckFinal(t)
 }
 
 func firstVal(cmd goredis.Cmder) string {

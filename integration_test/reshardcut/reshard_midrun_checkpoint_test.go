@@ -1,4 +1,4 @@
-package integration_test
+package reshardcut_test
 
 // resume from checkpoints taken while Run runs (not only the
 // last one), with InFlight and Parallelism > 1, runs cut by timers, RESTOREs
@@ -20,12 +20,14 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	shardedredis "github.com/shardedcache/shardedcache/redis"
+
+	"github.com/shardedcache/shardedcache/integration_test/internal/fixtures"
 )
 
 // TestReshardResumeFromMidRunCheckpoints runs midRunResume for 16 seeds
 // (40 under SHARDEDCACHE_LONG=1).
 func TestReshardResumeFromMidRunCheckpoints(t *testing.T) {
-	for seed := int64(1); seed <= int64(scaled(16, 40)); seed++ {
+	for seed := int64(1); seed <= int64(fixtures.Scaled(16, 40)); seed++ {
 		t.Run(fmt.Sprintf("seed%d", seed), func(t *testing.T) { midRunResume(t, seed) })
 	}
 	t.Logf("SCAN returned %d keys twice in one run, over every seed", totalDups.Load())
@@ -35,7 +37,7 @@ var totalDups atomic.Int64
 
 func midRunResume(t *testing.T, seed int64) {
 	variant := int(seed) * 2 // 0, 2 and 1: sources keep keys in variants 0 and 2
-	w := cutFixture(t, seed, variant, 1500)
+	w := fixtures.CutFixture(t, seed, variant, 1500)
 	rng := rand.New(rand.NewSource(seed))
 
 	// RESTOREs refused at random while refusing is set.
@@ -47,9 +49,9 @@ func midRunResume(t *testing.T, seed int64) {
 	var smu sync.Mutex
 	seen := map[string]map[string]int{} // addr -> key -> times in this run
 	dups := 0
-	w.c.AddHook(sendHook{
-		before: func(_ context.Context, cmds []goredis.Cmder) error {
-			if !refusing.Load() || !slices.ContainsFunc(cmds, func(c goredis.Cmder) bool { return isStep(c, "restore") }) {
+	w.C.AddHook(fixtures.SendHook{
+		Before: func(_ context.Context, cmds []goredis.Cmder) error {
+			if !refusing.Load() || !slices.ContainsFunc(cmds, func(c goredis.Cmder) bool { return fixtures.IsStep(c, "restore") }) {
 				return nil
 			}
 			hmu.Lock()
@@ -63,10 +65,10 @@ func midRunResume(t *testing.T, seed int64) {
 		},
 	})
 	addrs := map[string]int{}
-	for i, s := range w.shards {
+	for i, s := range w.Shards {
 		addrs[s.Addr] = i
 	}
-	onScanReplies(w.c, func(addr string, sc *goredis.ScanCmd) {
+	fixtures.OnScanReplies(w.C, func(addr string, sc *goredis.ScanCmd) {
 		keys, _ := sc.Val()
 		smu.Lock()
 		defer smu.Unlock()
@@ -85,7 +87,7 @@ func midRunResume(t *testing.T, seed int64) {
 	// the runs scan: the sources' tables shrink (rehash) under their SCAN,
 	// which may then return a key twice. It writes new keys as well.
 	var fill []string
-	if _, err := w.c.Pipelined(ctx, func(p goredis.Pipeliner) error {
+	if _, err := w.C.Pipelined(ctx, func(p goredis.Pipeliner) error {
 		for i := range 12000 {
 			k := fmt.Sprintf("zown:%d:%d", seed, i)
 			fill = append(fill, k)
@@ -110,14 +112,14 @@ func midRunResume(t *testing.T, seed int64) {
 			}
 			if next < len(fill) {
 				end := min(len(fill), next+150)
-				if err := w.c.Del(ctx, fill[next:end]...).Err(); err != nil {
+				if err := w.C.Del(ctx, fill[next:end]...).Err(); err != nil {
 					appErr = err
 					return
 				}
 				next = end
 			}
 			k := fmt.Sprintf("zfill:%d:%d", seed, i)
-			if err := w.c.Set(ctx, k, "x", 0).Err(); err != nil {
+			if err := w.C.Set(ctx, k, "x", 0).Err(); err != nil {
 				appErr = err
 				return
 			}
@@ -148,7 +150,7 @@ func midRunResume(t *testing.T, seed int64) {
 		clear(seen)
 		smu.Unlock()
 		opt := shardedredis.MigrateOptions{BatchSize: 3 + rng.Intn(30), Parallelism: 1 + rng.Intn(3), InFlight: 1 + rng.Intn(4), Resume: cp}
-		m, err := w.c.NewMigration(opt)
+		m, err := w.C.NewMigration(opt)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -180,30 +182,30 @@ func midRunResume(t *testing.T, seed int64) {
 		close(pollStop)
 		<-pollDone
 		prog := m.Progress()
-		c := checkRunCounts(t, "run "+strconv.Itoa(r+1), prog)
-		moved, stale = moved+c.moved, stale+c.stale
+		c := fixtures.CheckRunCounts(t, "run "+strconv.Itoa(r+1), prog)
+		moved, stale = moved+c.Moved, stale+c.Stale
 		var merr *shardedredis.MigrationError
 		switch {
 		case err == nil:
-			if w.c.Window() != nil {
+			if w.C.Window() != nil {
 				t.Errorf("run %d returned nil, the window is open", r+1)
 			}
 		case errors.Is(err, context.Canceled) && err == context.Canceled:
-			if w.c.Window() == nil {
+			if w.C.Window() == nil {
 				t.Fatalf("run %d was cut, yet the window ended", r+1)
 			}
 		case errors.As(err, &merr):
-			if w.c.Window() == nil {
+			if w.C.Window() == nil {
 				t.Fatalf("run %d: %v, yet the window ended", r+1, err)
 			}
 		default:
 			t.Fatalf("run %d: %v (%T)", r+1, err, err)
 		}
 		final := m.Checkpoint()
-		w.checkSwept(t, r+1, prog, final)
+		w.CheckSwept(t, r+1, prog, final)
 		smu.Lock()
 		t.Logf("run %d (%+v): %v; %d mid-run checkpoints; SCAN returned %d keys twice so far; moved %d", r+1,
-			struct{ B, P, I int }{opt.BatchSize, opt.Parallelism, opt.InFlight}, errShort(err), len(mids), dups, c.moved)
+			struct{ B, P, I int }{opt.BatchSize, opt.Parallelism, opt.InFlight}, errShort(err), len(mids), dups, c.Moved)
 		smu.Unlock()
 		if err == nil {
 			break
@@ -222,19 +224,19 @@ func midRunResume(t *testing.T, seed int64) {
 	}
 	t.Logf("%d runs, %d resumed from a mid-run checkpoint, %d RESTORE pipelines refused, %d keys returned twice by SCAN, %d fill keys",
 		runs, fromMid, refusals.Load(), dups, len(fill))
-	if moved != int64(w.moving) {
-		t.Errorf("the runs moved %d keys, want the %d that change owner", moved, w.moving)
+	if moved != int64(w.Moving) {
+		t.Errorf("the runs moved %d keys, want the %d that change owner", moved, w.Moving)
 	}
-	if stale != int64(w.stale) { // each once, even when SCAN returned it twice
-		t.Errorf("the runs count %d stale copies, want the %d there were (SCAN returned %d keys twice)", stale, w.stale, dups)
+	if stale != int64(w.Stale) { // each once, even when SCAN returned it twice
+		t.Errorf("the runs count %d stale copies, want the %d there were (SCAN returned %d keys twice)", stale, w.Stale, dups)
 	}
 	// The fill keys: on their owner, then removed for checkFinal.
 	for i := 0; i < len(fill); i += 500 {
-		if err := w.c.Del(ctx, fill[i:min(len(fill), i+500)]...).Err(); err != nil {
+		if err := w.C.Del(ctx, fill[i:min(len(fill), i+500)]...).Err(); err != nil {
 			t.Fatal(err)
 		}
 	}
-	w.checkFinal(t)
+	w.CheckFinal(t)
 }
 
 func errShort(err error) string {
@@ -246,32 +248,4 @@ func errShort(err error) string {
 		s = s[:90] + "..."
 	}
 	return s
-}
-
-// checkSwept checks a run's last checkpoint against the servers: a source
-// whose checkpoint is Swept holds no key that changes owner unless the key
-// is on its Retry list; a Done one holds none.
-func (w *cutWorld) checkSwept(t *testing.T, run int, prog []shardedredis.ShardProgress, cp *shardedredis.Checkpoint) {
-	t.Helper()
-	on := keyHolders(t, w.direct, w.keys)
-	for _, p := range prog {
-		sc := cp.Shards[p.ID]
-		if !sc.Swept && !sc.Done {
-			continue
-		}
-		src := slices.IndexFunc(w.shards, func(s shardedredis.ShardOptions) bool { return s.Addr == p.Addr })
-		left := 0
-		for _, k := range w.keys {
-			if w.from[k] != src || w.to[k] == src || !slices.Contains(on[k], src) {
-				continue
-			}
-			if sc.Done || !slices.Contains(sc.Retry, k) {
-				left++
-				if left <= 3 {
-					t.Errorf("run %d, %s: checkpoint Swept=%v Done=%v, yet %s (to server %d) is still on it and not on its Retry list (%d keys)",
-						run, p.Shard, sc.Swept, sc.Done, k, w.to[k], len(sc.Retry))
-				}
-			}
-		}
-	}
 }

@@ -1,18 +1,20 @@
-package integration_test
+package reshardcut_test
 
 import (
 	"sync"
 	"testing"
 
 	shardedredis "github.com/shardedcache/shardedcache/redis"
+
+	"github.com/shardedcache/shardedcache/integration_test/internal/fixtures"
 )
 
 // TestReshardProgressWhileRunning polls Progress while a migration runs
 // (its doc: "safe to call while Run runs"): a snapshot should never count
 // more keys in Owned+Moved+OnNewOwner+Gone+Stale+Failed than in Scanned.
 func TestReshardProgressWhileRunning(t *testing.T) {
-	w := cutFixture(t, 42, 0, 4000)
-	m, err := w.c.NewMigration(shardedredis.MigrateOptions{BatchSize: 10, Parallelism: 2, InFlight: 2})
+	w := fixtures.CutFixture(t, 42, 0, 4000)
+	m, err := w.C.NewMigration(shardedredis.MigrateOptions{BatchSize: 10, Parallelism: 2, InFlight: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,10 +48,10 @@ func TestReshardProgressWhileRunning(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkRunCounts(t, "run", m.Progress())
+	fixtures.CheckRunCounts(t, "run", m.Progress())
 	if over > 0 {
 		t.Errorf("%d of %d snapshots counted more keys than scanned; e.g. scanned %d, owned %d moved %d (sum %d)",
 			over, snaps, worst.Scanned, worst.Owned, worst.Moved, worst.Owned+worst.Moved+worst.OnNewOwner+worst.Gone+worst.Stale+worst.Failed)
 	}
-	w.checkFinal(t)
+	w.CheckFinal(t)
 }

@@ -1,4 +1,4 @@
-package integration_test
+package reshardcut_test
 
 // Kill and resume (issue 10): a migration stopped twice midway (its context
 // canceled) and resumed from its checkpoint each time loses no key, keeps
@@ -19,6 +19,8 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	shardedredis "github.com/shardedcache/shardedcache/redis"
+
+	"github.com/shardedcache/shardedcache/integration_test/internal/fixtures"
 )
 
 // resumeValue is what a key of the kill-and-resume test holds.
@@ -31,7 +33,7 @@ type resumeValue struct {
 }
 
 func TestReshardKillAndResume(t *testing.T) {
-	shards, direct, c := safetyFixture(t, 5, 3, shardedredis.Health{})
+	shards, direct, c := fixtures.SafetyFixture(t, 5, 3, shardedredis.Health{})
 	const n = 3000
 	keys := make([]string, n)
 	want := make(map[string]*resumeValue, n)
@@ -71,7 +73,7 @@ func TestReshardKillAndResume(t *testing.T) {
 	next[2].Name, next[3].Name = "b", "d"
 	from := map[string]int{}
 	for _, k := range keys {
-		from[k] = serverOf(t, c, shards, k)
+		from[k] = fixtures.ServerOf(t, c, shards, k)
 	}
 	to := map[string]int{}
 	target, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: next})
@@ -79,7 +81,7 @@ func TestReshardKillAndResume(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, k := range keys {
-		to[k] = serverOf(t, target, shards, k)
+		to[k] = fixtures.ServerOf(t, target, shards, k)
 	}
 	target.Close()
 	var moving []string
@@ -109,7 +111,7 @@ func TestReshardKillAndResume(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, k := range keys {
-		if got := serverOf(t, c, shards, k); got != to[k] {
+		if got := fixtures.ServerOf(t, c, shards, k); got != to[k] {
 			t.Fatalf("%s on server %d in the window, want %d", k, got, to[k])
 		}
 	}
@@ -182,10 +184,10 @@ func TestReshardKillAndResume(t *testing.T) {
 	}
 	checkResumed(t, direct, keys, to, want, written)
 	for i, d := range direct {
-		size, err := userDBSize(d).Result()
+		size, err := fixtures.UserDBSize(d).Result()
 		owned := 0
 		for _, k := range keys {
-			owned += b2i(to[k] == i)
+			owned += fixtures.B2I(to[k] == i)
 		}
 		if err != nil || size != int64(owned) {
 			t.Fatalf("server %d holds %d keys (%v), want the %d it owns", i, size, err, owned)
@@ -249,36 +251,13 @@ func touch(t *testing.T, c *shardedredis.ShardedClient, direct []*goredis.Client
 	return moved
 }
 
-// keyHolders returns, for every key, the servers that hold it.
-func keyHolders(t *testing.T, direct []*goredis.Client, keys []string) map[string][]int {
-	t.Helper()
-	out := map[string][]int{}
-	for i, d := range direct {
-		cmds, err := d.Pipelined(ctx, func(p goredis.Pipeliner) error {
-			for _, k := range keys {
-				p.Exists(ctx, k)
-			}
-			return nil
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for j, k := range keys {
-			if cmds[j].(*goredis.IntCmd).Val() == 1 {
-				out[k] = append(out[k], i)
-			}
-		}
-	}
-	return out
-}
-
 // checkMidway checks the window's invariant while the migration is stopped:
 // every key is on its old owner or its new one, nowhere else; on both only
 // as the same value (a move stopped between RESTORE and DEL, which the next
 // one finishes).
 func checkMidway(t *testing.T, direct []*goredis.Client, keys []string, from, to map[string]int) {
 	t.Helper()
-	held := keyHolders(t, direct, keys)
+	held := fixtures.KeyHolders(t, direct, keys)
 	for _, k := range keys {
 		switch on := held[k]; {
 		case len(on) == 1 && (on[0] == from[k] || on[0] == to[k]):
@@ -299,7 +278,7 @@ func checkMidway(t *testing.T, direct []*goredis.Client, keys []string, from, to
 // TTL (at most the one set, at least that minus the time since it was set).
 func checkResumed(t *testing.T, direct []*goredis.Client, keys []string, to map[string]int, want map[string]*resumeValue, written time.Time) {
 	t.Helper()
-	on := keyHolders(t, direct, keys)
+	on := fixtures.KeyHolders(t, direct, keys)
 	for _, k := range keys {
 		if !slices.Equal(on[k], []int{to[k]}) {
 			t.Fatalf("%s is on servers %v, want only its owner %d", k, on[k], to[k])
@@ -350,7 +329,7 @@ type cancelOn struct {
 }
 
 func (h *cancelOn) before(_ context.Context, cmds []goredis.Cmder) error {
-	if slices.ContainsFunc(cmds, func(c goredis.Cmder) bool { return isStep(c, h.name) }) && h.hits.Add(1) == 1 {
+	if slices.ContainsFunc(cmds, func(c goredis.Cmder) bool { return fixtures.IsStep(c, h.name) }) && h.hits.Add(1) == 1 {
 		h.cancel()
 	}
 	return nil
@@ -382,7 +361,7 @@ func TestReshardCancelInLastBatch(t *testing.T) {
 // shards to all of them, BatchSize batch, cut at the first command named
 // name, then resumed.
 func testReshardCancelOn(t *testing.T, name string, servers, n, batch int) {
-	shards, direct, c := safetyFixture(t, servers, servers-1, shardedredis.Health{})
+	shards, direct, c := fixtures.SafetyFixture(t, servers, servers-1, shardedredis.Health{})
 	keys := make([]string, n)
 	for i := range keys {
 		keys[i] = "cut:" + strconv.Itoa(i)
@@ -396,7 +375,7 @@ func testReshardCancelOn(t *testing.T, name string, servers, n, batch int) {
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	h := &cancelOn{name: name, cancel: cancel}
-	c.AddHook(beforeSend(h.before))
+	c.AddHook(fixtures.BeforeSend(h.before))
 	m, err := c.NewMigration(shardedredis.MigrateOptions{BatchSize: batch, Parallelism: 1, InFlight: 1})
 	if err != nil {
 		t.Fatal(err)
@@ -431,13 +410,13 @@ func testReshardCancelOn(t *testing.T, name string, servers, n, batch int) {
 			moved += p.Moved + p.OnNewOwner
 		}
 	}
-	before, after := placementOf(t, shards[:servers-1]), placementOf(t, shards)
+	before, after := fixtures.PlacementOf(t, shards[:servers-1]), fixtures.PlacementOf(t, shards)
 	changing := 0
 	for _, k := range keys {
-		changing += b2i(serverOf(t, before, shards, k) != serverOf(t, after, shards, k))
+		changing += fixtures.B2I(fixtures.ServerOf(t, before, shards, k) != fixtures.ServerOf(t, after, shards, k))
 	}
 	for i, k := range keys {
-		to := serverOf(t, c, shards, k)
+		to := fixtures.ServerOf(t, c, shards, k)
 		for s, d := range direct {
 			got, err := d.Get(ctx, k).Result()
 			switch {

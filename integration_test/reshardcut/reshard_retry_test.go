@@ -1,4 +1,4 @@
-package integration_test
+package reshardcut_test
 
 // Failures that are not cancels (a RESTORE refused) mixed with cancels,
 // and a Migration run again.
@@ -9,103 +9,33 @@ import (
 	"fmt"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
 	shardedredis "github.com/shardedcache/shardedcache/redis"
+
+	"github.com/shardedcache/shardedcache/integration_test/internal/fixtures"
 )
-
-// oneToTwo writes n string keys on server 0 ("a") and opens a window to
-// a and b; it returns the fixture, the keys that move to b, and want.
-func oneToTwo(t *testing.T, prefix string, n int) ([]*goredis.Client, *shardedredis.ShardedClient, []string, map[string]bool) {
-	t.Helper()
-	return oneToTwoWith(t, prefix, n, shardedredis.Health{})
-}
-
-// oneToTwoWith is oneToTwo with health policy h.
-func oneToTwoWith(t *testing.T, prefix string, n int, h shardedredis.Health) ([]*goredis.Client, *shardedredis.ShardedClient, []string, map[string]bool) {
-	t.Helper()
-	shards, direct, c := safetyFixture(t, 2, 1, h)
-	next := placementOf(t, shards)
-	keys := setKeys(t, c, prefix, n)
-	moving := map[string]bool{}
-	for _, k := range keys {
-		moving[k] = next.GetShardInfo(k).Index == 1
-	}
-	if err := c.BeginResharding(shards); err != nil {
-		t.Fatal(err)
-	}
-	return direct, c, keys, moving
-}
-
-// checkOneToTwo checks that the runs counted moved moves, one per key that
-// changes owner, and every key on its owner alone with its value.
-func checkOneToTwo(t *testing.T, direct []*goredis.Client, keys []string, moving map[string]bool, moved int64) {
-	t.Helper()
-	nMoving := 0
-	for _, k := range keys {
-		nMoving += b2i(moving[k])
-	}
-	if moved != int64(nMoving) {
-		t.Errorf("the runs count %d moves, want the %d keys that change owner", moved, nMoving)
-	}
-	bad := 0
-	for _, k := range keys {
-		a, b := holdsValue(t, direct[0], k), holdsValue(t, direct[1], k)
-		if (moving[k] && (a != "" || b != "v"+k)) || (!moving[k] && (a != "v"+k || b != "")) {
-			bad++
-			if bad < 4 {
-				t.Errorf("%s (moves: %v): a=%q b=%q", k, moving[k], a, b)
-			}
-		}
-	}
-	if bad > 0 {
-		t.Errorf("%d keys misplaced", bad)
-	}
-}
-
-// runRefused runs a migration with opt on c whose first n pipelines of
-// RESTOREs are refused, unsent, and returns it and its *MigrationError.
-func runRefused(t *testing.T, c *shardedredis.ShardedClient, n int32, opt shardedredis.MigrateOptions) (*shardedredis.Migration, *shardedredis.MigrationError) {
-	t.Helper()
-	var refused atomic.Int32
-	c.AddHook(beforeSend(func(_ context.Context, cmds []goredis.Cmder) error {
-		if slices.ContainsFunc(cmds, func(c goredis.Cmder) bool { return isStep(c, "restore") }) && refused.Add(1) <= n {
-			return errors.New("injected: RESTORE refused")
-		}
-		return nil
-	}))
-	m, err := c.NewMigration(opt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var merr *shardedredis.MigrationError
-	if err := m.Run(ctx); !errors.As(err, &merr) {
-		t.Fatalf("run 1: %v, want a *MigrationError", err)
-	}
-	return m, merr
-}
 
 // TestReshardRerunSameMigration runs a Migration whose first batch's
 // RESTOREs are refused once (a *MigrationError), then runs the same
 // Migration again, as MigrationError's doc allows ("Run again"): its
 // Progress must still count every key once.
 func TestReshardRerunSameMigration(t *testing.T) {
-	direct, c, keys, moving := oneToTwo(t, "rr:", 200)
-	m, _ := runRefused(t, c, 1, shardedredis.MigrateOptions{BatchSize: 20, Parallelism: 1, InFlight: 1})
+	direct, c, keys, moving := fixtures.OneToTwo(t, "rr:", 200)
+	m, _ := fixtures.RunRefused(t, c, 1, shardedredis.MigrateOptions{BatchSize: 20, Parallelism: 1, InFlight: 1})
 	p1 := m.Progress()[0]
-	checkRunCounts(t, "run 1", m.Progress())
+	fixtures.CheckRunCounts(t, "run 1", m.Progress())
 	if err := m.Run(ctx); err != nil {
 		t.Fatalf("run 2 of the same Migration: %v", err)
 	}
 	p2 := m.Progress()[0]
 	t.Logf("after run 1: %+v", p1)
 	t.Logf("after run 2: %+v", p2)
-	checkRunCounts(t, "same Migration after its second Run", m.Progress())
-	checkOneToTwo(t, direct, keys, moving, p2.Moved+p2.OnNewOwner)
+	fixtures.CheckRunCounts(t, "same Migration after its second Run", m.Progress())
+	fixtures.CheckOneToTwo(t, direct, keys, moving, p2.Moved+p2.OnNewOwner)
 }
 
 // TestReshardRefusedThenCutInSamePage: in run 1 the RESTOREs of a page's
@@ -117,22 +47,22 @@ func TestReshardRerunSameMigration(t *testing.T) {
 // key must be counted once per run, listed once, and moved once over the
 // runs (run 2 once failed 43 for 32 keys, and run 3 counted 43 moves).
 func TestReshardRefusedThenCutInSamePage(t *testing.T) {
-	direct, c, keys, moving := oneToTwo(t, "rc:", 60)
+	direct, c, keys, moving := fixtures.OneToTwo(t, "rc:", 60)
 	var mu sync.Mutex
 	refusing := true
 	var refusedKeys map[string]bool
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	c.AddHook(beforeSend(func(_ context.Context, cmds []goredis.Cmder) error {
+	c.AddHook(fixtures.BeforeSend(func(_ context.Context, cmds []goredis.Cmder) error {
 		mu.Lock()
 		defer mu.Unlock()
-		if !refusing || !slices.ContainsFunc(cmds, func(c goredis.Cmder) bool { return isStep(c, "restore") }) {
+		if !refusing || !slices.ContainsFunc(cmds, func(c goredis.Cmder) bool { return fixtures.IsStep(c, "restore") }) {
 			return nil
 		}
 		if refusedKeys == nil {
 			refusedKeys = map[string]bool{}
 			for _, cmd := range cmds {
-				if step, keys := moveStep(cmd); step == "restore" {
+				if step, keys := fixtures.MoveStep(cmd); step == "restore" {
 					for _, k := range keys {
 						refusedKeys[k] = true
 					}
@@ -142,7 +72,7 @@ func TestReshardRefusedThenCutInSamePage(t *testing.T) {
 			return errors.New("injected: RESTORE refused")
 		}
 		for _, cmd := range cmds {
-			if _, keys := moveStep(cmd); slices.ContainsFunc(keys, func(k string) bool { return refusedKeys[k] }) {
+			if _, keys := fixtures.MoveStep(cmd); slices.ContainsFunc(keys, func(k string) bool { return refusedKeys[k] }) {
 				return errors.New("injected: RESTORE refused")
 			}
 		}
@@ -157,7 +87,7 @@ func TestReshardRefusedThenCutInSamePage(t *testing.T) {
 	if err := m.Run(runCtx); err != context.Canceled {
 		t.Fatalf("run 1: %v, want context.Canceled", err)
 	}
-	checkRunCounts(t, "run 1", m.Progress())
+	fixtures.CheckRunCounts(t, "run 1", m.Progress())
 	cp := m.Checkpoint()
 	t.Logf("run 1: %+v; checkpoint %+v; refused %d keys", m.Progress()[0], cp, len(refusedKeys))
 	var counted int64
@@ -173,7 +103,7 @@ func TestReshardRefusedThenCutInSamePage(t *testing.T) {
 		t.Fatalf("run 2: %v, want a *MigrationError", err)
 	}
 	p2 := m2.Progress()[0]
-	checkRunCounts(t, "run 2", m2.Progress())
+	fixtures.CheckRunCounts(t, "run 2", m2.Progress())
 	counted += p2.Moved + p2.OnNewOwner
 	cp2 := m2.Checkpoint()
 	retry := cp2.Shards[p2.ID].Retry
@@ -211,10 +141,10 @@ func TestReshardRefusedThenCutInSamePage(t *testing.T) {
 		t.Fatalf("run 3: %v", err)
 	}
 	p3 := m3.Progress()[0]
-	checkRunCounts(t, "run 3", m3.Progress())
+	fixtures.CheckRunCounts(t, "run 3", m3.Progress())
 	counted += p3.Moved + p3.OnNewOwner
 	t.Logf("run 3: %+v", p3)
-	checkOneToTwo(t, direct, keys, moving, counted)
+	fixtures.CheckOneToTwo(t, direct, keys, moving, counted)
 }
 
 // TestReshardCutDuringRetry: run 1 has every RESTORE of its first few
@@ -226,35 +156,35 @@ func TestReshardCutDuringRetry(t *testing.T) {
 	for nth := int32(1); nth <= 14; nth++ {
 		for _, after := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%d/after=%v", nth, after), func(t *testing.T) {
-				direct, c, keys, moving := oneToTwo(t, fmt.Sprintf("cr%d:", nth), 300)
-				m, merr := runRefused(t, c, 10, shardedredis.MigrateOptions{BatchSize: 10, Parallelism: 1, InFlight: 1})
-				first := checkRunCounts(t, "run 1", m.Progress())
-				counted, failed := first.moved, first.failed
+				direct, c, keys, moving := fixtures.OneToTwo(t, fmt.Sprintf("cr%d:", nth), 300)
+				m, merr := fixtures.RunRefused(t, c, 10, shardedredis.MigrateOptions{BatchSize: 10, Parallelism: 1, InFlight: 1})
+				first := fixtures.CheckRunCounts(t, "run 1", m.Progress())
+				counted, failed := first.Moved, first.Failed
 				cp := m.Checkpoint()
 				nRetry := len(cp.Shards[m.Progress()[0].ID].Retry)
 				if int64(nRetry) != failed || len(merr.Keys) != nRetry {
 					t.Errorf("run 1: failed %d, %d keys named, %d to retry", failed, len(merr.Keys), nRetry)
 				}
-				h := &cutAt{name: "restore", nth: nth, after: after}
-				c.AddHook(h.hook())
+				h := &fixtures.CutAt{Name: "restore", Nth: nth, After: after}
+				c.AddHook(h.Hook())
 				runCtx, cancel := context.WithCancel(ctx)
 				defer cancel()
-				h.arm(cancel)
+				h.Arm(cancel)
 				m2, err := c.NewMigration(shardedredis.MigrateOptions{BatchSize: 4, Parallelism: 1, InFlight: 1, Resume: cp})
 				if err != nil {
 					t.Fatal(err)
 				}
 				err = m2.Run(runCtx)
-				h.arm(nil)
-				if h.hits < nth {
-					t.Skipf("run 2 sent %d RESTOREs, fewer than %d", h.hits, nth)
+				h.Arm(nil)
+				if h.Hits < nth {
+					t.Skipf("run 2 sent %d RESTOREs, fewer than %d", h.Hits, nth)
 				}
 				if err != context.Canceled {
 					t.Fatalf("run 2: %v, want context.Canceled", err)
 				}
-				second := checkRunCounts(t, "run 2", m2.Progress())
-				counted += second.moved
-				if f2 := second.failed; f2 != 0 {
+				second := fixtures.CheckRunCounts(t, "run 2", m2.Progress())
+				counted += second.Moved
+				if f2 := second.Failed; f2 != 0 {
 					t.Errorf("run 2 failed %d after a cancel", f2)
 				}
 				cp2 := m2.Checkpoint()
@@ -267,8 +197,8 @@ func TestReshardCutDuringRetry(t *testing.T) {
 				if err := m3.Run(ctx); err != nil {
 					t.Fatalf("run 3: %v", err)
 				}
-				counted += checkRunCounts(t, "run 3", m3.Progress()).moved
-				checkOneToTwo(t, direct, keys, moving, counted)
+				counted += fixtures.CheckRunCounts(t, "run 3", m3.Progress()).Moved
+				fixtures.CheckOneToTwo(t, direct, keys, moving, counted)
 				if c.Window() != nil {
 					t.Error("the window is still open")
 				}
@@ -282,8 +212,8 @@ func TestReshardCutDuringRetry(t *testing.T) {
 // again once did: each key moves, and is counted, once (a key listed twice
 // was moved, then found on its new owner, and counted twice).
 func TestReshardRetryListedTwiceMovesOnce(t *testing.T) {
-	direct, c, keys, moving := oneToTwo(t, "rt:", 200)
-	m, merr := runRefused(t, c, 2, shardedredis.MigrateOptions{BatchSize: 20, Parallelism: 1, InFlight: 1})
+	direct, c, keys, moving := fixtures.OneToTwo(t, "rt:", 200)
+	m, merr := fixtures.RunRefused(t, c, 2, shardedredis.MigrateOptions{BatchSize: 20, Parallelism: 1, InFlight: 1})
 	cp := m.Checkpoint()
 	for id, sc := range cp.Shards {
 		sc.Retry = append(sc.Retry, sc.Retry...)
@@ -296,9 +226,9 @@ func TestReshardRetryListedTwiceMovesOnce(t *testing.T) {
 	if err := m2.Run(ctx); err != nil {
 		t.Fatalf("resumed: %v", err)
 	}
-	first, second := checkRunCounts(t, "run 1", m.Progress()), checkRunCounts(t, "run 2", m2.Progress())
-	if second.moved != int64(len(merr.Keys)) {
-		t.Errorf("run 2 moved %d keys, want the %d listed (twice each)", second.moved, len(merr.Keys))
+	first, second := fixtures.CheckRunCounts(t, "run 1", m.Progress()), fixtures.CheckRunCounts(t, "run 2", m2.Progress())
+	if second.Moved != int64(len(merr.Keys)) {
+		t.Errorf("run 2 moved %d keys, want the %d listed (twice each)", second.Moved, len(merr.Keys))
 	}
-	checkOneToTwo(t, direct, keys, moving, first.moved+second.moved)
+	fixtures.CheckOneToTwo(t, direct, keys, moving, first.Moved+second.Moved)
 }

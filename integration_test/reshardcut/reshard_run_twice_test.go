@@ -1,4 +1,4 @@
-package integration_test
+package reshardcut_test
 
 // the same Migration run twice at once; a Migration of an
 // ended window run in a newer one; Progress read while a Migration is run
@@ -17,6 +17,8 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	shardedredis "github.com/shardedcache/shardedcache/redis"
+
+	"github.com/shardedcache/shardedcache/integration_test/internal/fixtures"
 )
 
 // TestReshardConcurrentRunSameMigration: run 1 leaves a retry list (its first
@@ -26,8 +28,8 @@ import (
 // and ended the window with A's keys still on their old owner), then
 // retries them itself and moves them.
 func TestReshardConcurrentRunSameMigration(t *testing.T) {
-	direct, c, keys, moving := oneToTwo(t, "zcr:", 200)
-	m, merr := runRefused(t, c, 1, shardedredis.MigrateOptions{BatchSize: 20, Parallelism: 1, InFlight: 1})
+	direct, c, keys, moving := fixtures.OneToTwo(t, "zcr:", 200)
+	m, merr := fixtures.RunRefused(t, c, 1, shardedredis.MigrateOptions{BatchSize: 20, Parallelism: 1, InFlight: 1})
 	nRetry := len(merr.Keys)
 	if nRetry == 0 {
 		t.Fatal("run 1 failed no key")
@@ -35,8 +37,8 @@ func TestReshardConcurrentRunSameMigration(t *testing.T) {
 	held, release := make(chan struct{}), make(chan struct{})
 	var holding atomic.Bool
 	holding.Store(true)
-	c.AddHook(beforeSend(func(_ context.Context, cmds []goredis.Cmder) error {
-		if !slices.ContainsFunc(cmds, func(c goredis.Cmder) bool { return isStep(c, "restore") }) || !holding.Swap(false) {
+	c.AddHook(fixtures.BeforeSend(func(_ context.Context, cmds []goredis.Cmder) error {
+		if !slices.ContainsFunc(cmds, func(c goredis.Cmder) bool { return fixtures.IsStep(c, "restore") }) || !holding.Swap(false) {
 			return nil
 		}
 		close(held)
@@ -63,7 +65,7 @@ func TestReshardConcurrentRunSameMigration(t *testing.T) {
 	for _, p := range m.Progress() {
 		moved += p.Moved + p.OnNewOwner
 	}
-	checkOneToTwo(t, direct, keys, moving, moved) // the Migration's counts cover its three runs
+	fixtures.CheckOneToTwo(t, direct, keys, moving, moved) // the Migration's counts cover its three runs
 }
 
 // TestReshardStaleMigrationInNewWindow: a Migration of window 1 (three shards
@@ -71,7 +73,7 @@ func TestReshardConcurrentRunSameMigration(t *testing.T) {
 // one) began, returns ErrNoResharding and touches nothing (it once
 // indexed window 2's shard list by window 1's positions, and panicked).
 func TestReshardStaleMigrationInNewWindow(t *testing.T) {
-	shards, direct, c := safetyFixture(t, 3, 3, shardedredis.Health{})
+	shards, direct, c := fixtures.SafetyFixture(t, 3, 3, shardedredis.Health{})
 	for i := range 300 {
 		if err := c.Set(ctx, fmt.Sprintf("zst:%d", i), "v", 0).Err(); err != nil {
 			t.Fatal(err)
@@ -92,13 +94,13 @@ func TestReshardStaleMigrationInNewWindow(t *testing.T) {
 	}
 	var before []int64
 	for _, d := range direct {
-		before = append(before, userDBSize(d).Val())
+		before = append(before, fixtures.UserDBSize(d).Val())
 	}
 	if err := m1.Run(ctx); !errors.Is(err, shardedredis.ErrNoResharding) {
 		t.Fatalf("window 1's Migration run in window 2: %v, want ErrNoResharding", err)
 	}
 	for i, d := range direct {
-		if n := userDBSize(d).Val(); n != before[i] {
+		if n := fixtures.UserDBSize(d).Val(); n != before[i] {
 			t.Errorf("server %d holds %d keys after the stale run, %d before", i, n, before[i])
 		}
 	}
@@ -112,7 +114,7 @@ func TestReshardStaleMigrationInNewWindow(t *testing.T) {
 // with a retry, takeRetry): no snapshot may count more outcomes than
 // Scanned.
 func TestReshardProgressWhileRerun(t *testing.T) {
-	_, c, keys, moving := oneToTwo(t, "zpr:", 40)
+	_, c, keys, moving := fixtures.OneToTwo(t, "zpr:", 40)
 	var bad string
 	for _, k := range keys {
 		if moving[k] {
@@ -120,9 +122,9 @@ func TestReshardProgressWhileRerun(t *testing.T) {
 			break
 		}
 	}
-	c.AddHook(beforeSend(func(_ context.Context, cmds []goredis.Cmder) error {
+	c.AddHook(fixtures.BeforeSend(func(_ context.Context, cmds []goredis.Cmder) error {
 		for _, cmd := range cmds {
-			if step, keys := moveStep(cmd); step == "restore" && slices.Contains(keys, bad) {
+			if step, keys := fixtures.MoveStep(cmd); step == "restore" && slices.Contains(keys, bad) {
 				return errors.New("injected: RESTORE refused")
 			}
 		}
@@ -169,7 +171,7 @@ func TestReshardProgressWhileRerun(t *testing.T) {
 	}
 	stop.Store(true)
 	wg.Wait()
-	checkRunCounts(t, "after the reruns", m.Progress())
+	fixtures.CheckRunCounts(t, "after the reruns", m.Progress())
 	t.Logf("%d runs of one Migration, %d snapshots", runs, snaps.Load())
 	if over.Load() > 0 {
 		t.Errorf("%d snapshots counted more outcomes than Scanned; the first: %s", over.Load(), example)

@@ -1,4 +1,4 @@
-package integration_test
+package reshardcut_test
 
 // SCAN returns a key more than once (Redis allows it, e.g.
 // while a table shrinks). Here every SCAN reply of the migration on a
@@ -7,7 +7,6 @@ package integration_test
 // counted once, each move once, and each run's counts must add up.
 
 import (
-	"context"
 	"fmt"
 	"slices"
 	"sync"
@@ -16,17 +15,19 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	shardedredis "github.com/shardedcache/shardedcache/redis"
+
+	"github.com/shardedcache/shardedcache/integration_test/internal/fixtures"
 )
 
 func TestReshardScanDuplicates(t *testing.T) {
 	for seed := int64(1); seed <= 3; seed++ {
 		for _, inflight := range []int{1, 3} {
 			t.Run(fmt.Sprintf("seed%d/inflight%d", seed, inflight), func(t *testing.T) {
-				w := cutFixture(t, seed, int(seed), 300)
+				w := fixtures.CutFixture(t, seed, int(seed), 300)
 				var mu sync.Mutex
 				prev := map[string][]string{} // addr -> keys of the previous SCAN reply
 				addrs := map[string]bool{}
-				onScanReplies(w.c, func(addr string, sc *goredis.ScanCmd) {
+				fixtures.OnScanReplies(w.C, func(addr string, sc *goredis.ScanCmd) {
 					keys, cursor := sc.Val()
 					mu.Lock()
 					addrs[addr] = true
@@ -38,44 +39,29 @@ func TestReshardScanDuplicates(t *testing.T) {
 					mu.Unlock()
 					sc.SetVal(dup, cursor)
 				})
-				m, err := w.c.NewMigration(shardedredis.MigrateOptions{BatchSize: 7, Parallelism: 2, InFlight: inflight})
+				m, err := w.C.NewMigration(shardedredis.MigrateOptions{BatchSize: 7, Parallelism: 2, InFlight: inflight})
 				if err != nil {
 					t.Fatal(err)
 				}
 				if err := m.Run(ctx); err != nil {
 					t.Fatal(err)
 				}
-				c := checkRunCounts(t, "run", m.Progress())
+				c := fixtures.CheckRunCounts(t, "run", m.Progress())
 				var scanned int64
 				for _, p := range m.Progress() {
 					scanned += p.Scanned
 					t.Logf("%s: %+v", p.Shard, p)
 				}
-				distinct := len(w.keys)
-				if c.moved != int64(w.moving) {
-					t.Errorf("the run moved %d keys, want the %d that change owner", c.moved, w.moving)
+				distinct := len(w.Keys)
+				if c.Moved != int64(w.Moving) {
+					t.Errorf("the run moved %d keys, want the %d that change owner", c.Moved, w.Moving)
 				}
-				if c.stale != int64(w.stale) {
-					t.Errorf("the run counts %d stale copies, want the %d there were (each returned twice by SCAN)", c.stale, w.stale)
+				if c.Stale != int64(w.Stale) {
+					t.Errorf("the run counts %d stale copies, want the %d there were (each returned twice by SCAN)", c.Stale, w.Stale)
 				}
-				t.Logf("scanned %d (SCAN returned every key twice); %d keys + %d stale copies on the sources", scanned, distinct, w.stale)
-				w.checkFinal(t)
+				t.Logf("scanned %d (SCAN returned every key twice); %d keys + %d stale copies on the sources", scanned, distinct, w.Stale)
+				w.CheckFinal(t)
 			})
 		}
 	}
-}
-
-// onScanReplies calls f with each SCAN reply that did not fail on c's shard
-// clients, and the address of the server that sent it; f may change it.
-func onScanReplies(c *shardedredis.ShardedClient, f func(addr string, sc *goredis.ScanCmd)) {
-	c.OnNewNode(func(node *goredis.Client) {
-		addr := node.Options().Addr
-		node.AddHook(sendHook{after: func(_ context.Context, cmds []goredis.Cmder) {
-			for _, cmd := range cmds {
-				if sc, ok := cmd.(*goredis.ScanCmd); ok && sc.Err() == nil {
-					f(addr, sc)
-				}
-			}
-		}})
-	})
 }

@@ -1,4 +1,4 @@
-package integration_test
+package speed_test
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 
 	"github.com/shardedcache/shardedcache/fleet"
 	shardedredis "github.com/shardedcache/shardedcache/redis"
+
+	"github.com/shardedcache/shardedcache/integration_test/internal/fixtures"
 )
 
 // BenchmarkFleetCommand measures what a fleet costs a GET, on real
@@ -16,7 +18,7 @@ import (
 // on a key that has moved (known gone from its old owner: no round trip to
 // it).
 func BenchmarkFleetCommand(b *testing.B) {
-	shards, list := fleetServers(b, 4)
+	shards, list := fixtures.FleetServers(b, 4)
 	newClient := func() *shardedredis.ShardedClient {
 		c, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: shards[:3]})
 		if err != nil {

@@ -1,4 +1,4 @@
-package integration_test
+package speed_test
 
 import (
 	"strconv"
@@ -7,6 +7,8 @@ import (
 	gomemcache "github.com/bradfitz/gomemcache/memcache"
 
 	shardedmc "github.com/shardedcache/shardedcache/memcache"
+
+	"github.com/shardedcache/shardedcache/integration_test/internal/fixtures"
 )
 
 // BenchmarkMemcacheWindowGetMulti is GetMulti of 4,000 keys on four real
@@ -19,13 +21,13 @@ import (
 //   - moved: inside the window once every key has moved;
 //   - after: four shards once the window has ended.
 func BenchmarkMemcacheWindowGetMulti(b *testing.B) {
-	servers := make([]*mcServer, 4)
+	servers := make([]*fixtures.MCServer, 4)
 	opts := make([]shardedmc.ShardOptions, len(servers))
 	for i := range servers {
-		servers[i] = startRealMemcached(b)
-		opts[i] = shardedmc.ShardOptions{Name: "mc-" + strconv.Itoa(i), Addr: servers[i].addr, MaxIdleConns: 8}
+		servers[i] = fixtures.StartRealMemcached(b)
+		opts[i] = shardedmc.ShardOptions{Name: "mc-" + strconv.Itoa(i), Addr: servers[i].Addr, MaxIdleConns: 8}
 	}
-	keys := mcKeys("bench:", 4000)
+	keys := fixtures.MCKeys("bench:", 4000)
 	// fresh returns a three-shard client over servers holding only keys.
 	fresh := func(b *testing.B) *shardedmc.ShardedClient {
 		b.Helper()

@@ -1,4 +1,4 @@
-package integration_test
+package speed_test
 
 // The side-by-side speed benchmark: this SDK against the clients it is
 // measured by, on real servers that the benchmark starts itself (four
@@ -31,29 +31,26 @@ package integration_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"math/rand/v2"
 	"os"
 	"runtime"
-	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	gomemcache "github.com/bradfitz/gomemcache/memcache"
 	goredis "github.com/redis/go-redis/v9"
 
-	"github.com/shardedcache/shardedcache/internal/workers"
 	shardedmc "github.com/shardedcache/shardedcache/memcache"
 	shardedredis "github.com/shardedcache/shardedcache/redis"
 	"github.com/shardedcache/shardedcache/ring"
 	"github.com/shardedcache/shardedcache/shardedclient"
+
+	"github.com/shardedcache/shardedcache/integration_test/internal/fixtures"
 )
 
 // speedKeys is the number of keys the single-key workloads rotate over;
@@ -61,273 +58,36 @@ import (
 // placement.
 const speedKeys = 1024
 
-// contender is one client's way of running one operation of a workload;
-// i numbers the operation (it picks the key).
-type contender struct {
-	name string
-	op   func(i int) error
-}
-
-// workload is what one sub-benchmark measures.
-type workload struct {
-	contenders []contender
-	chunk      int  // operations per contender per round (per goroutine)
-	goroutines int  // goroutines running the chunk at once; 0 means 1
-	latency    bool // time every operation (percentiles)
-	// ratios are the pairs {ours, theirs} reported as ratios; the first
-	// pair's ours is the contender of the built-in ns/op, B/op, allocs/op.
-	ratios [][2]string
-	// ratioOf names the measures compared ("ns", "cpu", "allocs", "B",
-	// "p50", "ops/s").
-	ratioOf []string
-}
-
-// roundStats is one contender's chunk in one round.
-type roundStats struct {
-	wall, cpu     time.Duration
-	ops           int
-	allocs, bytes uint64
-}
-
-func (r roundStats) per(what string) float64 {
-	n := float64(r.ops)
-	switch what {
-	case "ns":
-		return float64(r.wall.Nanoseconds()) / n
-	case "cpu":
-		return float64(r.cpu.Nanoseconds()) / n
-	case "allocs":
-		return float64(r.allocs) / n
-	case "B":
-		return float64(r.bytes) / n
-	case "ops/s":
-		return n / r.wall.Seconds()
-	}
-	panic("unknown measure " + what)
-}
-
-// cpuTime returns the user and system CPU time this process has used.
-func cpuTime(tb testing.TB) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		tb.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-// run runs w in rounds, one per benchmark iteration, and reports it.
-func (w workload) run(b *testing.B) {
-	n := len(w.contenders)
-	rounds := make([][]roundStats, n) // [contender][round]
-	lat := make([][]time.Duration, n)
-	g := max(1, w.goroutines)
-	var ms runtime.MemStats
-	for _, c := range w.contenders { // warm up: connections open, pools full
-		for i := range max(g, 8) {
-			if err := c.op(i); err != nil {
-				b.Fatalf("%s: %v", c.name, err)
-			}
-		}
-	}
-	round := 0
-	for b.Loop() {
-		for k := range n {
-			ci := (round + k) % n
-			c := w.contenders[ci]
-			var mu sync.Mutex
-			var errs []error
-			var lats []time.Duration
-			runtime.ReadMemStats(&ms)
-			allocs0, bytes0 := ms.Mallocs, ms.TotalAlloc
-			cpu0, t0 := cpuTime(b), time.Now()
-			var wg sync.WaitGroup
-			for gi := range g {
-				wg.Go(func() {
-					var mine []time.Duration
-					if w.latency {
-						mine = make([]time.Duration, 0, w.chunk)
-					}
-					for j := range w.chunk {
-						i := (round*g+gi)*w.chunk + j
-						var s time.Time
-						if w.latency {
-							s = time.Now()
-						}
-						err := c.op(i)
-						if w.latency {
-							mine = append(mine, time.Since(s))
-						}
-						if err != nil {
-							mu.Lock()
-							errs = append(errs, err)
-							mu.Unlock()
-							return
-						}
-					}
-					mu.Lock()
-					lats = append(lats, mine...)
-					mu.Unlock()
-				})
-			}
-			wg.Wait()
-			wall, cpu := time.Since(t0), cpuTime(b)-cpu0
-			runtime.ReadMemStats(&ms)
-			if len(errs) > 0 {
-				b.Fatalf("%s: %v", c.name, errs[0])
-			}
-			rounds[ci] = append(rounds[ci], roundStats{wall: wall, cpu: cpu, ops: g * w.chunk,
-				allocs: ms.Mallocs - allocs0, bytes: ms.TotalAlloc - bytes0})
-			lat[ci] = append(lat[ci], lats...)
-		}
-		round++
-	}
-	index := func(name string) int {
-		i := slices.IndexFunc(w.contenders, func(c contender) bool { return c.name == name })
-		if i < 0 {
-			b.Fatalf("no contender %q", name)
-		}
-		return i
-	}
-	measures := []string{"ns", "cpu", "allocs", "B"}
-	if g > 1 {
-		measures = append(measures, "ops/s")
-	}
-	for ci, c := range w.contenders {
-		for _, m := range measures {
-			b.ReportMetric(median(rounds[ci], func(r roundStats) float64 { return r.per(m) }), c.name+"-"+unit(m))
-		}
-		if w.latency {
-			b.ReportMetric(float64(percentile(lat[ci], 50).Nanoseconds()), c.name+"-p50-ns")
-			b.ReportMetric(float64(percentile(lat[ci], 99).Nanoseconds()), c.name+"-p99-ns")
-		}
-	}
-	for _, pair := range w.ratios {
-		a, t := index(pair[0]), index(pair[1])
-		for _, m := range w.ratioOf {
-			var r float64
-			if p, ok := strings.CutPrefix(m, "p"); ok {
-				n, _ := strconv.Atoi(p)
-				r = float64(percentile(lat[a], n)) / float64(percentile(lat[t], n))
-			} else {
-				perRound := make([]float64, len(rounds[a]))
-				for i := range perRound {
-					perRound[i] = rounds[a][i].per(m) / rounds[t][i].per(m)
-				}
-				r = medianOf(perRound)
-			}
-			b.ReportMetric(r, "ratio-"+ratioName(m)+"-"+pair[0]+":"+pair[1])
-		}
-	}
-	ours := index(w.ratios[0][0])
-	b.ReportMetric(median(rounds[ours], func(r roundStats) float64 { return r.per("ns") }), "ns/op")
-	b.ReportMetric(median(rounds[ours], func(r roundStats) float64 { return r.per("allocs") }), "allocs/op")
-	b.ReportMetric(median(rounds[ours], func(r roundStats) float64 { return r.per("B") }), "B/op")
-}
-
-func unit(measure string) string {
-	switch measure {
-	case "ns":
-		return "ns/op"
-	case "cpu":
-		return "cpu-ns/op"
-	case "ops/s":
-		return "ops/s"
-	}
-	return measure + "/op"
-}
-
-func median(rs []roundStats, f func(roundStats) float64) float64 {
-	xs := make([]float64, len(rs))
-	for i, r := range rs {
-		xs[i] = f(r)
-	}
-	return medianOf(xs)
-}
-
-func medianOf(xs []float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	xs = slices.Clone(xs)
-	slices.Sort(xs)
-	if len(xs)%2 == 1 {
-		return xs[len(xs)/2]
-	}
-	return (xs[len(xs)/2-1] + xs[len(xs)/2]) / 2
-}
-
-// percentile returns the p-th percentile of ds (nearest rank); ds is sorted.
-func percentile(ds []time.Duration, p int) time.Duration {
-	if len(ds) == 0 {
-		return 0
-	}
-	if !sort.SliceIsSorted(ds, func(i, j int) bool { return ds[i] < ds[j] }) {
-		slices.Sort(ds)
-	}
-	return ds[min(len(ds)-1, (len(ds)*p+99)/100-1)]
-}
-
-// speedRedis are the redis contenders over four servers that hold every
-// key of keys.
-type speedRedis struct {
-	addrs    []string
-	plain    *goredis.Client // on the first server
-	sharded1 *shardedredis.ShardedClient
-	sharded4 *shardedredis.ShardedClient
-	// shardedAP is sharded4 with autopipelining: AutoPipelineOptions in
-	// its shards' options.
-	shardedAP *shardedredis.ShardedClient
-	// routerAP is sharded4's own AutoPipeline().
-	routerAP *goredis.AutoPipeliner
-	ring     *goredis.Ring
-	floor    *handSplit[*goredis.Client] // on sharded4's shard clients
-	// apFloor is the floor of autopipelining over four servers: one
-	// go-redis AutoPipeline() per server, a key's found by placement (the
-	// ring of sharded4), nothing else.
-	apFloor *apFloor
-	speedKeyset
-}
-
-// apFloor runs a command on the autopipeliner of its key's server.
-type apFloor struct {
-	place   *ring.Ring
-	clients []*goredis.Client
-	aps     []*goredis.AutoPipeliner
-}
-
-func newAPFloor(b *testing.B, addrs []string, place *ring.Ring) *apFloor {
-	f := &apFloor{place: place}
+func newAPFloor(b *testing.B, addrs []string, place *ring.Ring) *fixtures.APFloor {
+	f := &fixtures.APFloor{Place: place}
 	for _, a := range addrs {
 		c := goredis.NewClient(&goredis.Options{Addr: a})
 		ap, err := c.AutoPipeline()
 		if err != nil {
 			b.Fatal(err)
 		}
-		f.clients, f.aps = append(f.clients, c), append(f.aps, ap)
+		f.Clients, f.APs = append(f.Clients, c), append(f.APs, ap)
 	}
 	b.Cleanup(func() {
-		for _, c := range f.clients {
+		for _, c := range f.Clients {
 			c.Close()
 		}
 	})
 	return f
 }
 
-// of returns the autopipeliner of key's server.
-func (f *apFloor) of(key string) *goredis.AutoPipeliner { return f.aps[f.place.Locate(key)] }
-
-func newSpeedRedis(b *testing.B) *speedRedis {
-	procs := sharedRedis(b, 4)
-	r := &speedRedis{speedKeyset: mcKeys("speed:key:", speedKeys)}
+func newSpeedRedis(b *testing.B) *fixtures.SpeedRedis {
+	procs := fixtures.SharedRedis(b, 4)
+	r := &fixtures.SpeedRedis{SpeedKeyset: fixtures.MCKeys("speed:key:", speedKeys)}
 	var shards []shardedredis.ShardOptions
 	ringAddrs := map[string]string{}
 	for i, p := range procs {
-		r.addrs = append(r.addrs, p.addr)
-		shards = append(shards, shardedredis.ShardOptions{Addr: p.addr})
-		ringAddrs["shard"+strconv.Itoa(i)] = p.addr
-		d := goredis.NewClient(&goredis.Options{Addr: p.addr})
+		r.Addrs = append(r.Addrs, p.Addr)
+		shards = append(shards, shardedredis.ShardOptions{Addr: p.Addr})
+		ringAddrs["shard"+strconv.Itoa(i)] = p.Addr
+		d := goredis.NewClient(&goredis.Options{Addr: p.Addr})
 		if _, err := d.Pipelined(ctx, func(p goredis.Pipeliner) error {
-			for _, k := range r.speedKeyset {
+			for _, k := range r.SpeedKeyset {
 				p.Set(ctx, k, "value-of-"+k, 0)
 			}
 			return nil
@@ -336,84 +96,42 @@ func newSpeedRedis(b *testing.B) *speedRedis {
 		}
 		d.Close()
 	}
-	r.plain = goredis.NewClient(&goredis.Options{Addr: r.addrs[0]})
+	r.Plain = goredis.NewClient(&goredis.Options{Addr: r.Addrs[0]})
 	var err error
-	if r.sharded1, err = shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: shards[:1]}); err != nil {
+	if r.Sharded1, err = shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: shards[:1]}); err != nil {
 		b.Fatal(err)
 	}
-	if r.sharded4, err = shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: shards}); err != nil {
+	if r.Sharded4, err = shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: shards}); err != nil {
 		b.Fatal(err)
 	}
-	if r.shardedAP, err = shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: shards,
+	if r.ShardedAP, err = shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: shards,
 		Options: &goredis.Options{AutoPipelineOptions: goredis.DefaultBlockingAutoPipelineOptions()}}); err != nil {
 		b.Fatal(err)
 	}
-	if r.routerAP, err = r.sharded4.AutoPipeline(); err != nil {
+	if r.RouterAP, err = r.Sharded4.AutoPipeline(); err != nil {
 		b.Fatal(err)
 	}
-	r.ring = goredis.NewRing(&goredis.RingOptions{Addrs: ringAddrs})
-	r.floor = newHandSplit(r.speedKeyset, r.sharded4.Shards(), func(k string) int { return r.sharded4.GetShardInfo(k).Index })
-	r.apFloor = newAPFloor(b, r.addrs, r.sharded4.Ring())
+	r.Ring = goredis.NewRing(&goredis.RingOptions{Addrs: ringAddrs})
+	r.Floor = newHandSplit(r.SpeedKeyset, r.Sharded4.Shards(), func(k string) int { return r.Sharded4.GetShardInfo(k).Index })
+	r.APFloor = newAPFloor(b, r.Addrs, r.Sharded4.Ring())
 	b.Cleanup(func() {
-		r.plain.Close()
-		r.sharded1.Close()
-		r.sharded4.Close()
-		r.shardedAP.Close()
-		r.ring.Close()
+		r.Plain.Close()
+		r.Sharded1.Close()
+		r.Sharded4.Close()
+		r.ShardedAP.Close()
+		r.Ring.Close()
 	})
 	return r
 }
 
-// speedKeyset are the keys of the single-key and 100-key workloads.
-type speedKeyset []string
-
-// key returns the key of operation i.
-func (ks speedKeyset) key(i int) string { return ks[i%len(ks)] }
-
-// keys100 returns the 100 keys of operation i.
-func (ks speedKeyset) keys100(i int) []string {
-	from := ks.from(i)
-	return ks[from : from+100]
-}
-
-// keys10 returns the 10 keys of operation i.
-func (ks speedKeyset) keys10(i int) []string {
-	from := (i * 10) % (len(ks) - 10)
-	return ks[from : from+10]
-}
-
-// from returns the index of the first of the 100 keys of operation i.
-func (ks speedKeyset) from(i int) int { return (i * 100) % (len(ks) - 100) }
-
-// handSplit is the floor of a sharded 100-key operation on the clients it
-// is built on, a fan-out written by hand: each operation's keys split by
-// shard beforehand (no hashing, no routing at run time), then one plain
-// call per shard that holds some of them, on the sharded client's own
-// shard clients, in parallel: each but the last on a kept worker (as the
-// redis client runs its fan-outs), the last on the caller's goroutine.
-// What the sharded client costs over it is locating, splitting and
-// merging; what it gains over go-redis Ring or gomemcache is its
-// transport's to gain.
-type handSplit[C comparable] struct {
-	clients []C
-	ops     [][]shardKeys // by speedKeyset.from(i): the shards of operation i
-	keyset  speedKeyset
-}
-
-// shardKeys are the keys of one operation that one shard holds.
-type shardKeys struct {
-	shard int
-	keys  []string
-}
-
 // newHandSplit splits every 100-key operation of ks among shards by
 // locate, which returns the index of a key's shard.
-func newHandSplit[C comparable](ks speedKeyset, shards []shardedclient.Shard[C], locate func(string) int) *handSplit[C] {
-	h := &handSplit[C]{ops: make([][]shardKeys, len(ks)-100), keyset: ks}
+func newHandSplit[C comparable](ks fixtures.SpeedKeyset, shards []shardedclient.Shard[C], locate func(string) int) *fixtures.HandSplit[C] {
+	h := &fixtures.HandSplit[C]{Ops: make([][]fixtures.ShardKeys, len(ks)-100), Keyset: ks}
 	for _, sh := range shards {
-		h.clients = append(h.clients, sh.Client)
+		h.Clients = append(h.Clients, sh.Client)
 	}
-	for from := range h.ops {
+	for from := range h.Ops {
 		byShard := make([][]string, len(shards))
 		for _, k := range ks[from : from+100] {
 			s := locate(k)
@@ -421,51 +139,14 @@ func newHandSplit[C comparable](ks speedKeyset, shards []shardedclient.Shard[C],
 		}
 		for s, keys := range byShard {
 			if len(keys) > 0 {
-				h.ops[from] = append(h.ops[from], shardKeys{shard: s, keys: keys})
+				h.Ops[from] = append(h.Ops[from], fixtures.ShardKeys{Shard: s, Keys: keys})
 			}
 		}
 	}
 	return h
 }
 
-// groupsOf returns the shards of operation i and their keys.
-func (h *handSplit[C]) groupsOf(i int) []shardKeys { return h.ops[h.keyset.from(i)] }
-
-// run runs call(j, client, keys) for the j-th shard of operation i, every
-// j in parallel, and returns their errors joined.
-func (h *handSplit[C]) run(i int, call func(j int, c C, keys []string) error) error {
-	groups := h.groupsOf(i)
-	errs := make([]error, len(groups))
-	var wg sync.WaitGroup
-	last := len(groups) - 1
-	for j, g := range groups[:last] {
-		wg.Add(1)
-		workers.Go(func() {
-			defer wg.Done()
-			errs[j] = call(j, h.clients[g.shard], g.keys)
-		})
-	}
-	g := groups[last]
-	errs[last] = call(last, h.clients[g.shard], g.keys)
-	wg.Wait()
-	return errors.Join(errs...)
-}
-
-func getErr(c goredis.Cmdable, key string) error { return c.Get(ctx, key).Err() }
-
 func setErr(c goredis.Cmdable, key string) error { return c.Set(ctx, key, "speed-value", 0).Err() }
-
-// concurrent are the contenders of a single-key workload at many
-// goroutines: op runs the command on a client.
-func (r *speedRedis) concurrent(op func(c goredis.Cmdable, key string) error) []contender {
-	return []contender{
-		{"ring", func(i int) error { return op(r.ring, r.key(i)) }},
-		{"sharded4", func(i int) error { return op(r.sharded4, r.key(i)) }},
-		{"floorAP", func(i int) error { k := r.key(i); return op(r.apFloor.of(k), k) }},
-		{"shardedAP", func(i int) error { return op(r.shardedAP, r.key(i)) }},
-		{"routerAP", func(i int) error { return op(r.routerAP, r.key(i)) }},
-	}
-}
 
 // concurrentRatios are the ratios of the many-goroutine workloads.
 var concurrentRatios = [][2]string{{"shardedAP", "ring"}, {"shardedAP", "floorAP"}, {"floorAP", "ring"},
@@ -495,106 +176,106 @@ func mgetErr(c goredis.Cmdable, keys []string) error {
 // BenchmarkSpeed runs the workloads of the README's speed table side by
 // side (see the top of this file).
 func BenchmarkSpeed(b *testing.B) {
-	realRedisBin(b)
+	fixtures.RealRedisBin(b)
 	r := newSpeedRedis(b)
 	for _, w := range []struct {
 		name string
-		w    workload
+		w    fixtures.Workload
 	}{
-		{"GET", workload{
-			contenders: []contender{
-				{"plain", func(i int) error { return getErr(r.plain, r.key(i)) }},
-				{"sharded1", func(i int) error { return getErr(r.sharded1, r.key(i)) }},
-				{"sharded4", func(i int) error { return getErr(r.sharded4, r.key(i)) }},
-				{"ring", func(i int) error { return getErr(r.ring, r.key(i)) }},
-				{"shardedAP", func(i int) error { return getErr(r.shardedAP, r.key(i)) }},
+		{"GET", fixtures.Workload{
+			Contenders: []fixtures.Contender{
+				{Name: "plain", Op: func(i int) error { return fixtures.GetErr(r.Plain, r.Key(i)) }},
+				{Name: "sharded1", Op: func(i int) error { return fixtures.GetErr(r.Sharded1, r.Key(i)) }},
+				{Name: "sharded4", Op: func(i int) error { return fixtures.GetErr(r.Sharded4, r.Key(i)) }},
+				{Name: "ring", Op: func(i int) error { return fixtures.GetErr(r.Ring, r.Key(i)) }},
+				{Name: "shardedAP", Op: func(i int) error { return fixtures.GetErr(r.ShardedAP, r.Key(i)) }},
 			},
-			chunk:   200,
-			latency: true,
-			ratios:  [][2]string{{"sharded1", "plain"}, {"sharded4", "ring"}, {"shardedAP", "sharded4"}},
-			ratioOf: []string{"ns", "cpu", "allocs", "p50"},
+			Chunk:   200,
+			Latency: true,
+			Ratios:  [][2]string{{"sharded1", "plain"}, {"sharded4", "ring"}, {"shardedAP", "sharded4"}},
+			RatioOf: []string{"ns", "cpu", "allocs", "p50"},
 		}},
-		{"GET-32-goroutines", workload{
-			contenders: []contender{
-				{"plain", func(i int) error { return getErr(r.plain, r.key(i)) }},
-				{"sharded4", func(i int) error { return getErr(r.sharded4, r.key(i)) }},
-				{"ring", func(i int) error { return getErr(r.ring, r.key(i)) }},
+		{"GET-32-goroutines", fixtures.Workload{
+			Contenders: []fixtures.Contender{
+				{Name: "plain", Op: func(i int) error { return fixtures.GetErr(r.Plain, r.Key(i)) }},
+				{Name: "sharded4", Op: func(i int) error { return fixtures.GetErr(r.Sharded4, r.Key(i)) }},
+				{Name: "ring", Op: func(i int) error { return fixtures.GetErr(r.Ring, r.Key(i)) }},
 			},
-			chunk:      20,
-			goroutines: 32,
-			ratios:     [][2]string{{"sharded4", "ring"}, {"sharded4", "plain"}},
-			ratioOf:    []string{"ops/s", "cpu"},
+			Chunk:      20,
+			Goroutines: 32,
+			Ratios:     [][2]string{{"sharded4", "ring"}, {"sharded4", "plain"}},
+			RatioOf:    []string{"ops/s", "cpu"},
 		}},
-		{"GET-64-goroutines", workload{
-			contenders: r.concurrent(getErr),
-			chunk:      20,
-			goroutines: 64,
-			latency:    true,
-			ratios:     concurrentRatios,
-			ratioOf:    []string{"ops/s", "cpu", "p99"},
+		{"GET-64-goroutines", fixtures.Workload{
+			Contenders: r.Concurrent(fixtures.GetErr),
+			Chunk:      20,
+			Goroutines: 64,
+			Latency:    true,
+			Ratios:     concurrentRatios,
+			RatioOf:    []string{"ops/s", "cpu", "p99"},
 		}},
-		{"GET-8-goroutines", workload{
-			contenders: r.concurrent(getErr),
-			chunk:      40,
-			goroutines: 8,
-			latency:    true,
-			ratios:     concurrentRatios,
-			ratioOf:    []string{"ops/s", "cpu", "p50"},
+		{"GET-8-goroutines", fixtures.Workload{
+			Contenders: r.Concurrent(fixtures.GetErr),
+			Chunk:      40,
+			Goroutines: 8,
+			Latency:    true,
+			Ratios:     concurrentRatios,
+			RatioOf:    []string{"ops/s", "cpu", "p50"},
 		}},
-		{"SET-64-goroutines", workload{
-			contenders: r.concurrent(setErr),
-			chunk:      20,
-			goroutines: 64,
-			latency:    true,
-			ratios:     concurrentRatios,
-			ratioOf:    []string{"ops/s", "cpu", "p99"},
+		{"SET-64-goroutines", fixtures.Workload{
+			Contenders: r.Concurrent(setErr),
+			Chunk:      20,
+			Goroutines: 64,
+			Latency:    true,
+			Ratios:     concurrentRatios,
+			RatioOf:    []string{"ops/s", "cpu", "p99"},
 		}},
-		{"MGET-10-64-goroutines", workload{
-			contenders: []contender{
-				{"ring", func(i int) error { return pipelineGets(r.ring, r.keys10(i)) }}, // Ring has no cross-shard MGET
-				{"sharded4", func(i int) error { return mgetErr(r.sharded4, r.keys10(i)) }},
-				{"shardedAP", func(i int) error { return mgetErr(r.shardedAP, r.keys10(i)) }},
-				{"routerAP", func(i int) error { return mgetErr(r.routerAP, r.keys10(i)) }},
+		{"MGET-10-64-goroutines", fixtures.Workload{
+			Contenders: []fixtures.Contender{
+				{Name: "ring", Op: func(i int) error { return pipelineGets(r.Ring, r.Keys10(i)) }}, // Ring has no cross-shard MGET
+				{Name: "sharded4", Op: func(i int) error { return mgetErr(r.Sharded4, r.Keys10(i)) }},
+				{Name: "shardedAP", Op: func(i int) error { return mgetErr(r.ShardedAP, r.Keys10(i)) }},
+				{Name: "routerAP", Op: func(i int) error { return mgetErr(r.RouterAP, r.Keys10(i)) }},
 			},
-			chunk:      10,
-			goroutines: 64,
-			latency:    true,
-			ratios:     [][2]string{{"shardedAP", "ring"}, {"sharded4", "ring"}, {"routerAP", "ring"}},
-			ratioOf:    []string{"ops/s", "cpu", "p99"},
+			Chunk:      10,
+			Goroutines: 64,
+			Latency:    true,
+			Ratios:     [][2]string{{"shardedAP", "ring"}, {"sharded4", "ring"}, {"routerAP", "ring"}},
+			RatioOf:    []string{"ops/s", "cpu", "p99"},
 		}},
-		{"MGET-100", workload{
-			contenders: []contender{
-				{"plain", func(i int) error { return mgetErr(r.plain, r.keys100(i)) }},
-				{"sharded4", func(i int) error { return mgetErr(r.sharded4, r.keys100(i)) }},
-				{"shardedAP", func(i int) error { return mgetErr(r.shardedAP, r.keys100(i)) }},
-				{"ring", func(i int) error { return pipelineGets(r.ring, r.keys100(i)) }}, // Ring has no cross-shard MGET
-				{"floor", func(i int) error {
-					return r.floor.run(i, func(_ int, c *goredis.Client, keys []string) error { return mgetErr(c, keys) })
+		{"MGET-100", fixtures.Workload{
+			Contenders: []fixtures.Contender{
+				{Name: "plain", Op: func(i int) error { return mgetErr(r.Plain, r.Keys100(i)) }},
+				{Name: "sharded4", Op: func(i int) error { return mgetErr(r.Sharded4, r.Keys100(i)) }},
+				{Name: "shardedAP", Op: func(i int) error { return mgetErr(r.ShardedAP, r.Keys100(i)) }},
+				{Name: "ring", Op: func(i int) error { return pipelineGets(r.Ring, r.Keys100(i)) }}, // Ring has no cross-shard MGET
+				{Name: "floor", Op: func(i int) error {
+					return r.Floor.Run(i, func(_ int, c *goredis.Client, keys []string) error { return mgetErr(c, keys) })
 				}},
 			},
-			chunk:   40,
-			latency: true,
-			ratios:  [][2]string{{"sharded4", "ring"}, {"sharded4", "plain"}, {"sharded4", "floor"}, {"floor", "ring"}, {"shardedAP", "floor"}},
-			ratioOf: []string{"p50", "cpu", "allocs"},
+			Chunk:   40,
+			Latency: true,
+			Ratios:  [][2]string{{"sharded4", "ring"}, {"sharded4", "plain"}, {"sharded4", "floor"}, {"floor", "ring"}, {"shardedAP", "floor"}},
+			RatioOf: []string{"p50", "cpu", "allocs"},
 		}},
-		{"Pipeline-100-GETs", workload{
-			contenders: []contender{
-				{"plain", func(i int) error { return pipelineGets(r.plain, r.keys100(i)) }},
-				{"sharded4", func(i int) error { return pipelineGets(r.sharded4, r.keys100(i)) }},
-				{"shardedAP", func(i int) error { return pipelineGets(r.shardedAP, r.keys100(i)) }},
-				{"ring", func(i int) error { return pipelineGets(r.ring, r.keys100(i)) }},
-				{"floor", func(i int) error {
+		{"Pipeline-100-GETs", fixtures.Workload{
+			Contenders: []fixtures.Contender{
+				{Name: "plain", Op: func(i int) error { return pipelineGets(r.Plain, r.Keys100(i)) }},
+				{Name: "sharded4", Op: func(i int) error { return pipelineGets(r.Sharded4, r.Keys100(i)) }},
+				{Name: "shardedAP", Op: func(i int) error { return pipelineGets(r.ShardedAP, r.Keys100(i)) }},
+				{Name: "ring", Op: func(i int) error { return pipelineGets(r.Ring, r.Keys100(i)) }},
+				{Name: "floor", Op: func(i int) error {
 					// The commands are queued first, on the caller, as one
 					// pipeline's are; then each shard's pipeline runs.
-					groups := r.floor.groupsOf(i)
+					groups := r.Floor.GroupsOf(i)
 					pipes := make([]goredis.Pipeliner, len(groups))
 					for j, g := range groups {
-						pipes[j] = r.floor.clients[g.shard].Pipeline()
-						for _, k := range g.keys {
+						pipes[j] = r.Floor.Clients[g.Shard].Pipeline()
+						for _, k := range g.Keys {
 							pipes[j].Get(ctx, k)
 						}
 					}
-					return r.floor.run(i, func(j int, _ *goredis.Client, keys []string) error {
+					return r.Floor.Run(i, func(j int, _ *goredis.Client, keys []string) error {
 						cmds, err := pipes[j].Exec(ctx)
 						if err == nil && len(cmds) != len(keys) {
 							err = fmt.Errorf("%d replies for %d GETs", len(cmds), len(keys))
@@ -603,52 +284,52 @@ func BenchmarkSpeed(b *testing.B) {
 					})
 				}},
 			},
-			chunk:   40,
-			latency: true,
-			ratios:  [][2]string{{"sharded4", "ring"}, {"sharded4", "plain"}, {"sharded4", "floor"}, {"floor", "ring"}, {"shardedAP", "floor"}},
-			ratioOf: []string{"p50", "cpu", "allocs"},
+			Chunk:   40,
+			Latency: true,
+			Ratios:  [][2]string{{"sharded4", "ring"}, {"sharded4", "plain"}, {"sharded4", "floor"}, {"floor", "ring"}, {"shardedAP", "floor"}},
+			RatioOf: []string{"p50", "cpu", "allocs"},
 		}},
 	} {
-		b.Run(w.name, w.w.run)
+		b.Run(w.name, w.w.Run)
 	}
-	benchCache(b, r) // speed_cache_bench_test.go
+	fixtures.BenchCache(b, r) // speed_cache_bench_test.go
 	b.Run("NewClient-1000-shards", func(b *testing.B) { benchNewClient1000(b) })
-	b.Run("Migration", func(b *testing.B) { benchMigration(b, r.addrs, shardedredis.MigrateOptions{}) })
-	b.Run("Migration-server-side", func(b *testing.B) { benchMigration(b, r.addrs, shardedredis.MigrateOptions{ServerSide: true}) })
+	b.Run("Migration", func(b *testing.B) { benchMigration(b, r.Addrs, shardedredis.MigrateOptions{}) })
+	b.Run("Migration-server-side", func(b *testing.B) { benchMigration(b, r.Addrs, shardedredis.MigrateOptions{ServerSide: true}) })
 	for _, limit := range migrationLimits {
 		b.Run(fmt.Sprintf("Migration-limited-%dk", limit/1000), func(b *testing.B) {
-			benchMigration(b, r.addrs, shardedredis.MigrateOptions{KeysPerSecond: float64(limit)})
+			benchMigration(b, r.Addrs, shardedredis.MigrateOptions{KeysPerSecond: float64(limit)})
 		})
 	}
 
-	memcachedPath(b)
+	fixtures.MemcachedPath(b)
 	mc := newSpeedMemcache(b)
 	for _, w := range []struct {
 		name string
-		w    workload
+		w    fixtures.Workload
 	}{
-		{"memcache-Get", workload{
-			contenders: []contender{
-				{"gomemcache", func(i int) error { return itemErr(mc.plain.Get(mc.key(i))) }},
-				{"sharded4", func(i int) error { return itemErr(mc.sharded.Get(mc.key(i))) }},
+		{"memcache-Get", fixtures.Workload{
+			Contenders: []fixtures.Contender{
+				{Name: "gomemcache", Op: func(i int) error { return itemErr(mc.plain.Get(mc.Key(i))) }},
+				{Name: "sharded4", Op: func(i int) error { return itemErr(mc.sharded.Get(mc.Key(i))) }},
 			},
-			chunk:   200,
-			ratios:  [][2]string{{"sharded4", "gomemcache"}},
-			ratioOf: []string{"ns", "cpu", "allocs", "B"},
+			Chunk:   200,
+			Ratios:  [][2]string{{"sharded4", "gomemcache"}},
+			RatioOf: []string{"ns", "cpu", "allocs", "B"},
 		}},
-		{"memcache-GetMulti-100", workload{
-			contenders: []contender{
-				{"gomemcache", func(i int) error { return itemsErr(mc.plain.GetMulti(mc.keys100(i))) }},
-				{"sharded4", func(i int) error { return itemsErr(mc.sharded.GetMulti(mc.keys100(i))) }},
-				{"floor", func(i int) error { return itemsErr(mc.floorGetMulti(i)) }},
+		{"memcache-GetMulti-100", fixtures.Workload{
+			Contenders: []fixtures.Contender{
+				{Name: "gomemcache", Op: func(i int) error { return itemsErr(mc.plain.GetMulti(mc.Keys100(i))) }},
+				{Name: "sharded4", Op: func(i int) error { return itemsErr(mc.sharded.GetMulti(mc.Keys100(i))) }},
+				{Name: "floor", Op: func(i int) error { return itemsErr(mc.floorGetMulti(i)) }},
 			},
-			chunk:   40,
-			latency: true,
-			ratios:  [][2]string{{"sharded4", "gomemcache"}, {"sharded4", "floor"}, {"floor", "gomemcache"}},
-			ratioOf: []string{"p50", "cpu", "allocs", "B"},
+			Chunk:   40,
+			Latency: true,
+			Ratios:  [][2]string{{"sharded4", "gomemcache"}, {"sharded4", "floor"}, {"floor", "gomemcache"}},
+			RatioOf: []string{"p50", "cpu", "allocs", "B"},
 		}},
 	} {
-		b.Run(w.name, w.w.run)
+		b.Run(w.name, w.w.Run)
 	}
 }
 
@@ -657,15 +338,15 @@ func BenchmarkSpeed(b *testing.B) {
 type speedMemcache struct {
 	plain   *gomemcache.Client
 	sharded *shardedmc.ShardedClient
-	floor   *handSplit[*gomemcache.Client] // on sharded's shard clients
-	speedKeyset
+	floor   *fixtures.HandSplit[*gomemcache.Client] // on sharded's shard clients
+	fixtures.SpeedKeyset
 }
 
 // floorGetMulti is the hand-split GetMulti of operation i: one gomemcache
 // GetMulti per shard, their maps copied into one made at its final size.
 func (m *speedMemcache) floorGetMulti(i int) (map[string]*gomemcache.Item, error) {
-	parts := make([]map[string]*gomemcache.Item, len(m.floor.groupsOf(i)))
-	err := m.floor.run(i, func(j int, c *gomemcache.Client, keys []string) error {
+	parts := make([]map[string]*gomemcache.Item, len(m.floor.GroupsOf(i)))
+	err := m.floor.Run(i, func(j int, c *gomemcache.Client, keys []string) error {
 		var err error
 		parts[j], err = c.GetMulti(keys)
 		return err
@@ -678,15 +359,15 @@ func (m *speedMemcache) floorGetMulti(i int) (map[string]*gomemcache.Item, error
 }
 
 func newSpeedMemcache(b *testing.B) *speedMemcache {
-	m := &speedMemcache{speedKeyset: mcKeys("speed:key:", speedKeys)}
+	m := &speedMemcache{SpeedKeyset: fixtures.MCKeys("speed:key:", speedKeys)}
 	var addrs []string
 	var shards []shardedmc.ShardOptions
 	for range 4 {
-		s := startRealMemcached(b)
-		addrs = append(addrs, s.addr)
-		shards = append(shards, shardedmc.ShardOptions{Addr: s.addr, MaxIdleConns: 8})
-		d := gomemcache.New(s.addr)
-		for _, k := range m.speedKeyset {
+		s := fixtures.StartRealMemcached(b)
+		addrs = append(addrs, s.Addr)
+		shards = append(shards, shardedmc.ShardOptions{Addr: s.Addr, MaxIdleConns: 8})
+		d := gomemcache.New(s.Addr)
+		for _, k := range m.SpeedKeyset {
 			if err := d.Set(&gomemcache.Item{Key: k, Value: []byte("value-of-" + k)}); err != nil {
 				b.Fatal(err)
 			}
@@ -699,7 +380,7 @@ func newSpeedMemcache(b *testing.B) *speedMemcache {
 	if m.sharded, err = shardedmc.NewShardedClient(&shardedmc.ShardedOptions{Shards: shards}); err != nil {
 		b.Fatal(err)
 	}
-	m.floor = newHandSplit(m.speedKeyset, m.sharded.Shards(), func(k string) int { return m.sharded.GetShardInfo(k).Index })
+	m.floor = newHandSplit(m.SpeedKeyset, m.sharded.Shards(), func(k string) int { return m.sharded.GetShardInfo(k).Index })
 	b.Cleanup(func() {
 		m.plain.Close()
 		m.sharded.Close()
@@ -775,9 +456,9 @@ func benchNewClient1000(b *testing.B) {
 		round++
 	}
 	for bi, bu := range builds {
-		b.ReportMetric(medianOf(times[bi]), bu.name+"-ns/build")
-		b.ReportMetric(medianOf(heaps[bi])/(1<<20), bu.name+"-MiB")
-		b.ReportMetric(medianOf(gors[bi]), bu.name+"-goroutines")
+		b.ReportMetric(fixtures.MedianOf(times[bi]), bu.name+"-ns/build")
+		b.ReportMetric(fixtures.MedianOf(heaps[bi])/(1<<20), bu.name+"-MiB")
+		b.ReportMetric(fixtures.MedianOf(gors[bi]), bu.name+"-goroutines")
 	}
 	for _, m := range []struct {
 		name string
@@ -787,9 +468,9 @@ func benchNewClient1000(b *testing.B) {
 		for i := range r {
 			r[i] = m.xs[0][i] / max(m.xs[1][i], 1)
 		}
-		b.ReportMetric(medianOf(r), "ratio-"+m.name+"-sharded:ring")
+		b.ReportMetric(fixtures.MedianOf(r), "ratio-"+m.name+"-sharded:ring")
 	}
-	b.ReportMetric(medianOf(times[0]), "ns/op")
+	b.ReportMetric(fixtures.MedianOf(times[0]), "ns/op")
 	b.ReportMetric(0, "allocs/op")
 	b.ReportMetric(0, "B/op")
 }
@@ -827,7 +508,7 @@ func benchMigration(b *testing.B, addrs []string, opt shardedredis.MigrateOption
 	for i, a := range addrs {
 		shards[i] = shardedredis.ShardOptions{Name: "redis-" + strconv.Itoa(i), Addr: a}
 	}
-	keys := mcKeys("mig:", migrationKeys)
+	keys := fixtures.MCKeys("mig:", migrationKeys)
 	var rates, idleP99, busyP99, ratios, machines, clients, idles []float64
 	for b.Loop() {
 		c, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: shards[:3]})
@@ -888,21 +569,21 @@ func benchMigration(b *testing.B, addrs []string, opt shardedredis.MigrateOption
 			clients = append(clients, migBusy.client())
 			idles = append(idles, idleBusy.machine())
 		}
-		i, p := percentile(idle, 99), percentile(busy, 99)
+		i, p := fixtures.Percentile(idle, 99), fixtures.Percentile(busy, 99)
 		idleP99 = append(idleP99, float64(i.Nanoseconds()))
 		busyP99 = append(busyP99, float64(p.Nanoseconds()))
 		ratios = append(ratios, float64(p)/float64(i))
 	}
-	b.ReportMetric(medianOf(rates), "keys/s")
-	b.ReportMetric(medianOf(idleP99), "idle-GET-p99-ns")
-	b.ReportMetric(medianOf(busyP99), "migrating-GET-p99-ns")
-	b.ReportMetric(medianOf(ratios), "ratio-GET-p99-migrating:idle")
+	b.ReportMetric(fixtures.MedianOf(rates), "keys/s")
+	b.ReportMetric(fixtures.MedianOf(idleP99), "idle-GET-p99-ns")
+	b.ReportMetric(fixtures.MedianOf(busyP99), "migrating-GET-p99-ns")
+	b.ReportMetric(fixtures.MedianOf(ratios), "ratio-GET-p99-migrating:idle")
 	if len(machines) > 0 {
-		b.ReportMetric(medianOf(machines), "machine-busy")
-		b.ReportMetric(medianOf(clients), "client-busy")
-		b.ReportMetric(medianOf(idles), "idle-machine-busy")
+		b.ReportMetric(fixtures.MedianOf(machines), "machine-busy")
+		b.ReportMetric(fixtures.MedianOf(clients), "client-busy")
+		b.ReportMetric(fixtures.MedianOf(idles), "idle-machine-busy")
 	}
-	b.ReportMetric(1e9/medianOf(rates), "ns/op") // per key moved
+	b.ReportMetric(1e9/fixtures.MedianOf(rates), "ns/op") // per key moved
 	b.ReportMetric(0, "allocs/op")
 	b.ReportMetric(0, "B/op")
 }
@@ -979,13 +660,4 @@ func liveGets(b *testing.B, c *shardedredis.ShardedClient, keys []string, during
 	close(stop)
 	wg.Wait()
 	return lat
-}
-
-// ratioName names a measure in a ratio's unit so that benchstat does not
-// take the ratio for a time ("ns" would be).
-func ratioName(measure string) string {
-	if measure == "ns" {
-		return "wall"
-	}
-	return measure
 }

@@ -1,4 +1,4 @@
-package integration_test
+package topology_test
 
 import (
 	"context"
@@ -12,6 +12,8 @@ import (
 
 	shardedredis "github.com/shardedcache/shardedcache/redis"
 	"github.com/shardedcache/shardedcache/shardedclient"
+
+	"github.com/shardedcache/shardedcache/integration_test/internal/fixtures"
 )
 
 // refusedAddr returns an address of 127.0.0.1 where nothing listens.
@@ -29,7 +31,7 @@ func refusedAddr(t *testing.T) string {
 // answers: a SetShards that brings it in step (FUNCTION, CONFIG) waits its
 // ReadTimeout, 2 s.
 func hangingShard(t *testing.T) shardedredis.ShardOptions {
-	return shardedredis.ShardOptions{Name: "hang", Addr: startHangServer(t).addr, Options: &goredis.Options{
+	return shardedredis.ShardOptions{Name: "hang", Addr: fixtures.StartHangServer(t).Addr, Options: &goredis.Options{
 		DialTimeout: time.Second, ReadTimeout: 2 * time.Second, WriteTimeout: time.Second, PoolSize: 2}}
 }
 
@@ -39,10 +41,10 @@ func hangingShard(t *testing.T) shardedredis.ShardOptions {
 // shard, which waited for the lock SetShards held: SetShards, and every
 // later list change and Close, never returned.
 func TestSetShardsJoiningShardRefusesInEjectMode(t *testing.T) {
-	procs := sharedRedis(t, 1)
-	resetServerState(t, procs)
+	procs := fixtures.SharedRedis(t, 1)
+	fixtures.ResetServerState(t, procs)
 	c, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{
-		Shards: []shardedredis.ShardOptions{topoShard("a", procs[0].addr, 0)},
+		Shards: []shardedredis.ShardOptions{fixtures.TopoShard("a", procs[0].Addr, 0)},
 		Health: shardedredis.Health{Mode: shardedclient.EjectMode, FailureLimit: 1, RetryTimeout: time.Minute},
 	})
 	if err != nil {
@@ -53,7 +55,7 @@ func TestSetShardsJoiningShardRefusesInEjectMode(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() {
-		done <- c.SetShards([]shardedredis.ShardOptions{topoShard("a", procs[0].addr, 0), topoShard("dead", refusedAddr(t), 0)})
+		done <- c.SetShards([]shardedredis.ShardOptions{fixtures.TopoShard("a", procs[0].Addr, 0), fixtures.TopoShard("dead", refusedAddr(t), 0)})
 	}()
 	select {
 	case err := <-done:
@@ -77,11 +79,11 @@ func TestSetShardsJoiningShardRefusesInEjectMode(t *testing.T) {
 // not wait for the change (past its deadline), nor does a CONFIG command,
 // which waits for the state the change copies no longer than its context.
 func TestCommandsDoNotWaitForSetShards(t *testing.T) {
-	procs := sharedRedis(t, 1)
-	resetServerState(t, procs)
+	procs := fixtures.SharedRedis(t, 1)
+	fixtures.ResetServerState(t, procs)
 	dead := refusedAddr(t)
 	c, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{
-		Shards: []shardedredis.ShardOptions{topoShard("a", procs[0].addr, 0), topoShard("b", dead, 0)},
+		Shards: []shardedredis.ShardOptions{fixtures.TopoShard("a", procs[0].Addr, 0), fixtures.TopoShard("b", dead, 0)},
 		Health: shardedredis.Health{Mode: shardedclient.EjectMode, FailureLimit: 2, RetryTimeout: time.Minute},
 	})
 	if err != nil {
@@ -103,7 +105,7 @@ func TestCommandsDoNotWaitForSetShards(t *testing.T) {
 	_ = c.Get(ctx, k).Err() // b's first failure
 	done := make(chan error, 1)
 	go func() {
-		done <- c.SetShards([]shardedredis.ShardOptions{topoShard("a", procs[0].addr, 0), topoShard("b", dead, 0), hangingShard(t)})
+		done <- c.SetShards([]shardedredis.ShardOptions{fixtures.TopoShard("a", procs[0].Addr, 0), fixtures.TopoShard("b", dead, 0), hangingShard(t)})
 	}()
 	time.Sleep(300 * time.Millisecond) // SetShards waits on the joining shard
 	for _, call := range []struct {

@@ -1,7 +1,6 @@
-package integration_test
+package topology_test
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"sync"
@@ -10,48 +9,9 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	shardedredis "github.com/shardedcache/shardedcache/redis"
+
+	"github.com/shardedcache/shardedcache/integration_test/internal/fixtures"
 )
-
-// setCounter is a go-redis hook that counts the SETs it sees, by key.
-type setCounter struct {
-	mu   sync.Mutex
-	sets map[string]int
-}
-
-func (h *setCounter) DialHook(next goredis.DialHook) goredis.DialHook { return next }
-
-func (h *setCounter) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
-	return func(ctx context.Context, cmd goredis.Cmder) error {
-		h.see(cmd)
-		return next(ctx, cmd)
-	}
-}
-
-func (h *setCounter) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []goredis.Cmder) error {
-		for _, cmd := range cmds {
-			h.see(cmd)
-		}
-		return next(ctx, cmds)
-	}
-}
-
-func (h *setCounter) see(cmd goredis.Cmder) {
-	if cmd.Name() == "set" {
-		h.mu.Lock()
-		h.sets[fmt.Sprint(cmd.Args()[1])]++
-		h.mu.Unlock()
-	}
-}
-
-// take returns the counts so far and starts again.
-func (h *setCounter) take() map[string]int {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	sets := h.sets
-	h.sets = map[string]int{}
-	return sets
-}
 
 // Issue 11.3 and 19 (OnNewNode): AddHook and OnNewNode reach every shard
 // client the sharded client ever uses: the shards at construction, a shard
@@ -61,19 +21,19 @@ func (h *setCounter) take() map[string]int {
 // seen exactly once, and every client in use was handed to OnNewNode
 // exactly once.
 func TestTopologyHooksSeeEveryShardClient(t *testing.T) {
-	procs := sharedRedis(t, 4)
-	bin := realRedisBin(t)
-	master := startRedisProc(t, bin, "")
-	sentinel := startRedisProc(t, bin, "port {port}\nsentinel monitor topo 127.0.0.1 "+
-		strings.TrimPrefix(master.addr, "127.0.0.1:")+" 1\n", "--sentinel")
+	procs := fixtures.SharedRedis(t, 4)
+	bin := fixtures.RealRedisBin(t)
+	master := fixtures.StartRedisProc(t, bin, "")
+	sentinel := fixtures.StartRedisProc(t, bin, "port {port}\nsentinel monitor topo 127.0.0.1 "+
+		strings.TrimPrefix(master.Addr, "127.0.0.1:")+" 1\n", "--sentinel")
 
-	a, b, cc := topoShard("a", procs[0].addr, 0), topoShard("b", procs[1].addr, 0), topoShard("c", procs[2].addr, 0)
+	a, b, cc := fixtures.TopoShard("a", procs[0].Addr, 0), fixtures.TopoShard("b", procs[1].Addr, 0), fixtures.TopoShard("c", procs[2].Addr, 0)
 	c, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: []shardedredis.ShardOptions{a, b}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	closeAndSettle(t, c)
-	h := &setCounter{sets: map[string]int{}}
+	fixtures.CloseAndSettle(t, c)
+	h := &fixtures.SetCounter{Sets: map[string]int{}}
 	c.AddHook(h)
 	var (
 		mu    sync.Mutex
@@ -94,7 +54,7 @@ func TestTopologyHooksSeeEveryShardClient(t *testing.T) {
 		for i := range ks {
 			ks[i] = fmt.Sprintf("%s:%d", step, i)
 		}
-		if owners := byOwner(c, ks); len(owners) != shards {
+		if owners := fixtures.ByOwner(c, ks); len(owners) != shards {
 			t.Fatalf("%s: the keys are on %d shards of %d", step, len(owners), shards)
 		}
 		for _, k := range ks {
@@ -102,7 +62,7 @@ func TestTopologyHooksSeeEveryShardClient(t *testing.T) {
 				t.Fatalf("%s: SET %s: %v", step, k, err)
 			}
 		}
-		seen := h.take()
+		seen := h.Take()
 		for _, k := range ks {
 			if seen[k] != 1 {
 				t.Fatalf("%s: the hook saw SET %s %d times, want 1 (shard %d)", step, k, seen[k], c.GetShardInfo(k).Index)
@@ -131,7 +91,7 @@ func TestTopologyHooksSeeEveryShardClient(t *testing.T) {
 	}
 	check("added", 3)
 
-	b = topoShard("b", procs[3].addr, 0)
+	b = fixtures.TopoShard("b", procs[3].Addr, 0)
 	if err := c.SetShards([]shardedredis.ShardOptions{a, b, cc}); err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +107,7 @@ func TestTopologyHooksSeeEveryShardClient(t *testing.T) {
 	}
 	check("new options", 3)
 
-	d := topoShard("d", procs[2].addr, 1) // c's server, another DB
+	d := fixtures.TopoShard("d", procs[2].Addr, 1) // c's server, another DB
 	if err := c.BeginResharding([]shardedredis.ShardOptions{a, b, cc, d}); err != nil {
 		t.Fatal(err)
 	}
@@ -159,12 +119,12 @@ func TestTopologyHooksSeeEveryShardClient(t *testing.T) {
 	if err := m.Run(ctx); err != nil {
 		t.Fatal(err)
 	}
-	h.take() // the migration's moves are not SETs; drop nothing else
+	h.Take() // the migration's moves are not SETs; drop nothing else
 	check("resharded", 4)
 
 	fo := shardedredis.ShardOptions{Name: "fo", Failover: &goredis.FailoverOptions{
-		MasterName: "topo", SentinelAddrs: []string{sentinel.addr},
-		DialTimeout: realTimeout, ReadTimeout: realTimeout, WriteTimeout: realTimeout, MaxRetries: -1, PoolSize: 4,
+		MasterName: "topo", SentinelAddrs: []string{sentinel.Addr},
+		DialTimeout: fixtures.RealTimeout, ReadTimeout: fixtures.RealTimeout, WriteTimeout: fixtures.RealTimeout, MaxRetries: -1, PoolSize: 4,
 	}}
 	if err := c.SetShards([]shardedredis.ShardOptions{a, b, cc, d, fo}); err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package integration_test
+package topology_test
 
 import (
 	"errors"
@@ -11,6 +11,8 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	shardedredis "github.com/shardedcache/shardedcache/redis"
+
+	"github.com/shardedcache/shardedcache/integration_test/internal/fixtures"
 )
 
 // Issue 11.7: two shards on one server and DB are refused, by
@@ -20,26 +22,26 @@ import (
 // commands on the whole server (FLUSHALL, FUNCTION LOAD and DELETE) run
 // once on it.
 func TestTopologyTwoNamesOneServer(t *testing.T) {
-	procs := sharedRedis(t, 2)
-	resetServerState(t, procs)
-	r1, r2 := procs[0].addr, procs[1].addr
-	same := []shardedredis.ShardOptions{topoShard("s1", r1, 0), topoShard("s2", r1, 0), topoShard("s3", r2, 0)}
+	procs := fixtures.SharedRedis(t, 2)
+	fixtures.ResetServerState(t, procs)
+	r1, r2 := procs[0].Addr, procs[1].Addr
+	same := []shardedredis.ShardOptions{fixtures.TopoShard("s1", r1, 0), fixtures.TopoShard("s2", r1, 0), fixtures.TopoShard("s3", r2, 0)}
 	want := fmt.Sprintf(`shardedclient: shards 0 ("s1") and 1 ("s2") are the same server (%s)`, r1)
 	if _, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: same}); err == nil || err.Error() != want {
 		t.Fatalf("NewShardedClient over {s1: R1}, {s2: R1}, {s3: R2}: %v, want %q", err, want)
 	}
-	sameDB := []shardedredis.ShardOptions{topoShard("s1", r1, 5), topoShard("s2", r1, 5), topoShard("s3", r2, 0)}
+	sameDB := []shardedredis.ShardOptions{fixtures.TopoShard("s1", r1, 5), fixtures.TopoShard("s2", r1, 5), fixtures.TopoShard("s3", r2, 0)}
 	wantDB := fmt.Sprintf(`shardedclient: shards 0 ("s1") and 1 ("s2") are the same server (%s/5)`, r1)
 	if _, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: sameDB}); err == nil || err.Error() != wantDB {
 		t.Fatalf("NewShardedClient over two shards on DB 5 of R1: %v, want %q", err, wantDB)
 	}
 
-	two := []shardedredis.ShardOptions{topoShard("s1", r1, 0), topoShard("s2", r1, 1), topoShard("s3", r2, 0)}
+	two := []shardedredis.ShardOptions{fixtures.TopoShard("s1", r1, 0), fixtures.TopoShard("s2", r1, 1), fixtures.TopoShard("s3", r2, 0)}
 	c, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: two})
 	if err != nil {
 		t.Fatal(err)
 	}
-	closeAndSettle(t, c)
+	fixtures.CloseAndSettle(t, c)
 	if got := []string{c.Shards()[0].Addr, c.Shards()[1].Addr, c.Shards()[2].Addr}; !slices.Equal(got, []string{r1, r1 + "/1", r2}) {
 		t.Fatalf("shard addresses %q", got)
 	}
@@ -50,7 +52,7 @@ func TestTopologyTwoNamesOneServer(t *testing.T) {
 		t.Fatalf("a refused SetShards changed shard 1 to %q", got)
 	}
 
-	ks := keys(300)
+	ks := fixtures.Keys(300)
 	for _, k := range ks {
 		if err := c.Set(ctx, k, "v", 0).Err(); err != nil {
 			t.Fatal(err)
@@ -61,7 +63,7 @@ func TestTopologyTwoNamesOneServer(t *testing.T) {
 		addr string
 		db   int
 	}{{r1, 0}, {r1, 1}, {r2, 0}} {
-		n, err := directClient(t, d.addr, d.db).DBSize(ctx).Result()
+		n, err := fixtures.DirectClient(t, d.addr, d.db).DBSize(ctx).Result()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -90,7 +92,7 @@ func TestTopologyTwoNamesOneServer(t *testing.T) {
 		t.Fatalf("FUNCTION LOAD over two DBs of one server = %q, %v; want twodb", name, err)
 	}
 	for _, addr := range []string{r1, r2} {
-		if libs, err := directClient(t, addr, 0).FunctionList(ctx, goredis.FunctionListQuery{}).Result(); err != nil || len(libs) != 1 || libs[0].Name != "twodb" {
+		if libs, err := fixtures.DirectClient(t, addr, 0).FunctionList(ctx, goredis.FunctionListQuery{}).Result(); err != nil || len(libs) != 1 || libs[0].Name != "twodb" {
 			t.Fatalf("FUNCTION LIST on %s = %v, %v", addr, libs, err)
 		}
 	}
@@ -117,25 +119,25 @@ func sameSet(a, b []string) bool {
 // options (the password as "xxxxx"), and unchanged shards keep their
 // clients.
 func TestTopologyOptionsChangeTakesEffect(t *testing.T) {
-	procs := sharedRedis(t, 1)
-	bin := realRedisBin(t)
-	pw := startRedisProc(t, bin, "", "--requirepass", "old-secret")
-	ra := procs[0].addr
-	a, b := topoShard("a", ra, 2), topoShard("b", pw.addr, 0)
+	procs := fixtures.SharedRedis(t, 1)
+	bin := fixtures.RealRedisBin(t)
+	pw := fixtures.StartRedisProc(t, bin, "", "--requirepass", "old-secret")
+	ra := procs[0].Addr
+	a, b := fixtures.TopoShard("a", ra, 2), fixtures.TopoShard("b", pw.Addr, 0)
 	b.Options.Password = "old-secret"
 	c, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: []shardedredis.ShardOptions{a, b}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	closeAndSettle(t, c)
-	ks := keys(200)
+	fixtures.CloseAndSettle(t, c)
+	ks := fixtures.Keys(200)
 	for _, k := range ks {
 		if err := c.Set(ctx, k, "v:"+k, 0).Err(); err != nil {
 			t.Fatal(err)
 		}
 	}
-	onA := int64(len(byOwner(c, ks)[0]))
-	db := func(n int) *goredis.Client { return directClient(t, ra, n) }
+	onA := int64(len(fixtures.ByOwner(c, ks)[0]))
+	db := func(n int) *goredis.Client { return fixtures.DirectClient(t, ra, n) }
 	size := func(n int) int64 {
 		t.Helper()
 		got, err := db(n).DBSize(ctx).Result()
@@ -149,7 +151,7 @@ func TestTopologyOptionsChangeTakesEffect(t *testing.T) {
 	}
 	closed := func(what string, old *goredis.Client) {
 		t.Helper()
-		poll(t, 5*time.Second, what+": the old client is closed", func() error {
+		fixtures.Poll(t, 5*time.Second, what+": the old client is closed", func() error {
 			if err := old.Ping(ctx).Err(); !errors.Is(err, goredis.ErrClosed) {
 				return fmt.Errorf("PING on it: %v", err)
 			}
@@ -167,7 +169,7 @@ func TestTopologyOptionsChangeTakesEffect(t *testing.T) {
 	}
 
 	// b's password changes on the server, then in the shard's options.
-	if err := directClientPW(t, pw.addr, "old-secret").ConfigSet(ctx, "requirepass", "new-secret").Err(); err != nil {
+	if err := directClientPW(t, pw.Addr, "old-secret").ConfigSet(ctx, "requirepass", "new-secret").Err(); err != nil {
 		t.Fatal(err)
 	}
 	b.Options.Password = "new-secret"
@@ -215,7 +217,7 @@ func TestTopologyOptionsChangeTakesEffect(t *testing.T) {
 	if err := c.Set(ctx, "after", "x", 0).Err(); err != nil {
 		t.Fatal(err)
 	}
-	k := byOwner(c, ks)[0][0]
+	k := fixtures.ByOwner(c, ks)[0][0]
 	if err := c.Get(ctx, k).Err(); err != goredis.Nil {
 		t.Fatalf("GET %s on a's new DB 2 = %v, want redis.Nil (a cold change)", k, err)
 	}
@@ -238,8 +240,8 @@ func directClientPW(t testing.TB, addr, password string) *goredis.Client {
 // One server written two ways ("localhost:<port>" and "127.0.0.1:<port>") is
 // one server: refused, naming both shards, as the memcache backend does.
 func TestTopologySameServerSpelledTwoWays(t *testing.T) {
-	procs := sharedRedis(t, 1)
-	_, port, _ := net.SplitHostPort(procs[0].addr)
+	procs := fixtures.SharedRedis(t, 1)
+	_, port, _ := net.SplitHostPort(procs[0].Addr)
 	_, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: []shardedredis.ShardOptions{
 		{Name: "s1", Addr: "127.0.0.1:" + port}, {Name: "s2", Addr: "localhost:" + port}}})
 	want := `shardedcache: shards 0 ("s1", 127.0.0.1:` + port + `) and 1 ("s2", localhost:` + port + `) are the same server (127.0.0.1:` + port + `/)`
@@ -254,14 +256,14 @@ func TestTopologySameServerSpelledTwoWays(t *testing.T) {
 // that position (which skipped the keys of the shard it replaced), and a
 // scan begun again sees every key. ScanIterator stops with the same error.
 func TestScanCursorRefusedAfterReorder(t *testing.T) {
-	procs := sharedRedis(t, 3)
-	list := []shardedredis.ShardOptions{topoShard("a", procs[0].addr, 0), topoShard("b", procs[1].addr, 0), topoShard("c", procs[2].addr, 0)}
+	procs := fixtures.SharedRedis(t, 3)
+	list := []shardedredis.ShardOptions{fixtures.TopoShard("a", procs[0].Addr, 0), fixtures.TopoShard("b", procs[1].Addr, 0), fixtures.TopoShard("c", procs[2].Addr, 0)}
 	c, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: list})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	ks := keys(600)
+	ks := fixtures.Keys(600)
 	for _, k := range ks {
 		if err := c.Set(ctx, k, "v", 0).Err(); err != nil {
 			t.Fatal(err)
@@ -300,14 +302,14 @@ func TestScanCursorRefusedAfterReorder(t *testing.T) {
 // between shards a scan has passed and shards it has not, so a cursor made
 // before it is refused with ErrScanListChanged, in the window and after it.
 func TestScanCursorRefusedAfterReweight(t *testing.T) {
-	procs := sharedRedis(t, 2)
-	a, b := topoShard("a", procs[0].addr, 0), topoShard("b", procs[1].addr, 0)
+	procs := fixtures.SharedRedis(t, 2)
+	a, b := fixtures.TopoShard("a", procs[0].Addr, 0), fixtures.TopoShard("b", procs[1].Addr, 0)
 	c, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: []shardedredis.ShardOptions{a, b}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	for _, k := range keys(400) {
+	for _, k := range fixtures.Keys(400) {
 		if err := c.Set(ctx, k, "v", 0).Err(); err != nil {
 			t.Fatal(err)
 		}

@@ -1,4 +1,4 @@
-package integration_test
+package topology_test
 
 import (
 	"errors"
@@ -12,6 +12,8 @@ import (
 
 	shardedredis "github.com/shardedcache/shardedcache/redis"
 	"github.com/shardedcache/shardedcache/shardedclient"
+
+	"github.com/shardedcache/shardedcache/integration_test/internal/fixtures"
 )
 
 // Issue 11.6: while a shard is ejected, a keyless command that changes
@@ -21,27 +23,27 @@ import (
 // KEYS, SCAN) cover the live shards. Once the shard rejoins, FLUSHDB
 // empties all three servers (before: the rejoined shard kept its keys).
 func TestTopologyKeyspaceWritesWithShardEjected(t *testing.T) {
-	procs := sharedRedis(t, 2)
-	resetServerState(t, procs)
-	out := startRedisProc(t, realRedisBin(t), "")
+	procs := fixtures.SharedRedis(t, 2)
+	fixtures.ResetServerState(t, procs)
+	out := fixtures.StartRedisProc(t, fixtures.RealRedisBin(t), "")
 	shards := []shardedredis.ShardOptions{
-		topoShard("a", procs[0].addr, 0), topoShard("b", procs[1].addr, 0), topoShard("c", out.addr, 0),
+		fixtures.TopoShard("a", procs[0].Addr, 0), fixtures.TopoShard("b", procs[1].Addr, 0), fixtures.TopoShard("c", out.Addr, 0),
 	}
 	c, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: shards,
 		Health: shardedredis.Health{Mode: shardedclient.EjectMode, FailureLimit: 2, RetryTimeout: 100 * time.Millisecond}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	closeAndSettle(t, c)
-	ks := keys(300)
+	fixtures.CloseAndSettle(t, c)
+	ks := fixtures.Keys(300)
 	for _, k := range ks {
 		if err := c.Set(ctx, k, "v", 0).Err(); err != nil {
 			t.Fatal(err)
 		}
 	}
-	owners := byOwner(c, ks)
+	owners := fixtures.ByOwner(c, ks)
 	live := int64(len(owners[0]) + len(owners[1]))
-	servers := []*goredis.Client{directClient(t, procs[0].addr, 0), directClient(t, procs[1].addr, 0), directClient(t, out.addr, 0)}
+	servers := []*goredis.Client{fixtures.DirectClient(t, procs[0].Addr, 0), fixtures.DirectClient(t, procs[1].Addr, 0), fixtures.DirectClient(t, out.Addr, 0)}
 	held := func(servers ...*goredis.Client) []int64 {
 		t.Helper()
 		n := make([]int64, len(servers))
@@ -58,7 +60,7 @@ func TestTopologyKeyspaceWritesWithShardEjected(t *testing.T) {
 		t.Fatalf("servers hold %v keys, want %v", got, want)
 	}
 
-	out.signal(t, syscall.SIGSTOP)
+	out.Signal(t, syscall.SIGSTOP)
 	for i := 0; !c.Stats()[2].Ejected; i++ {
 		if i == 2 {
 			t.Fatalf("shard c not ejected after 2 failed GETs: %+v", c.Stats()[2])
@@ -67,7 +69,7 @@ func TestTopologyKeyspaceWritesWithShardEjected(t *testing.T) {
 			t.Fatal("GET on the stopped shard succeeded")
 		}
 	}
-	ref := shardedclient.ShardRef{Index: 2, Name: "c", Addr: out.addr}
+	ref := shardedclient.ShardRef{Index: 2, Name: "c", Addr: out.Addr}
 	wantEjected := func(what string, err error, command string) {
 		t.Helper()
 		var e *shardedredis.EjectedError
@@ -75,7 +77,7 @@ func TestTopologyKeyspaceWritesWithShardEjected(t *testing.T) {
 			len(e.Shards) != 1 || e.Shards[0] != ref {
 			t.Fatalf("%s with shard c ejected: %v (%T), want an *EjectedError for %s naming shard c", what, err, err, command)
 		}
-		text := fmt.Sprintf(`shardedcache: %s: sent to no shard: it must reach every shard, and shard 2 "c" (%s) is ejected; run it once they rejoin, or on chosen shards with ForEachShard`, command, out.addr)
+		text := fmt.Sprintf(`shardedcache: %s: sent to no shard: it must reach every shard, and shard 2 "c" (%s) is ejected; run it once they rejoin, or on chosen shards with ForEachShard`, command, out.Addr)
 		if err.Error() != text {
 			t.Fatalf("%s: error text\n %s\nwant\n %s", what, err, text)
 		}
@@ -134,8 +136,8 @@ func TestTopologyKeyspaceWritesWithShardEjected(t *testing.T) {
 		t.Fatalf("SCAN with shard c ejected saw %d keys, want %d", scanned, live)
 	}
 
-	out.signal(t, syscall.SIGCONT)
-	poll(t, 10*time.Second, "shard c rejoins", func() error {
+	out.Signal(t, syscall.SIGCONT)
+	fixtures.Poll(t, 10*time.Second, "shard c rejoins", func() error {
 		if c.Stats()[2].Ejected {
 			return errors.New("still ejected")
 		}
@@ -157,17 +159,17 @@ func TestTopologyKeyspaceWritesWithShardEjected(t *testing.T) {
 // *UnsupportedError that a plain TxPipelined with FLUSHDB gives; commands
 // on the watched key's shard still run.
 func TestTopologyWatchRefusesKeyspaceWide(t *testing.T) {
-	procs := sharedRedis(t, 3)
+	procs := fixtures.SharedRedis(t, 3)
 	shards := make([]shardedredis.ShardOptions, 3)
 	for i, p := range procs {
-		shards[i] = topoShard(fmt.Sprintf("w%d", i), p.addr, 0)
+		shards[i] = fixtures.TopoShard(fmt.Sprintf("w%d", i), p.Addr, 0)
 	}
 	c, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: shards})
 	if err != nil {
 		t.Fatal(err)
 	}
-	closeAndSettle(t, c)
-	ks := keys(90)
+	fixtures.CloseAndSettle(t, c)
+	ks := fixtures.Keys(90)
 	for _, k := range ks {
 		if err := c.Set(ctx, k, "v", 0).Err(); err != nil {
 			t.Fatal(err)

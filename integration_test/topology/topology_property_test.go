@@ -1,4 +1,4 @@
-package integration_test
+package topology_test
 
 // Issue 11's property for hooks and health: random shard-list changes (cold
 // SetShards that add, remove or re-address a shard or change its options,
@@ -20,10 +20,12 @@ import (
 
 	shardedredis "github.com/shardedcache/shardedcache/redis"
 	"github.com/shardedcache/shardedcache/shardedclient"
+
+	"github.com/shardedcache/shardedcache/integration_test/internal/fixtures"
 )
 
 func TestTopologyPropertyHooksAndHealth(t *testing.T) {
-	seed := diffSeed(t)
+	seed := fixtures.DiffSeed(t)
 	rng := rand.New(rand.NewPCG(uint64(seed), 11))
 	servers := make([]*miniredis.Miniredis, 5)
 	for i := range servers {
@@ -48,7 +50,7 @@ func TestTopologyPropertyHooksAndHealth(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
-	hook := &setCounter{sets: map[string]int{}}
+	hook := &fixtures.SetCounter{Sets: map[string]int{}}
 	c.AddHook(hook)
 	cancelled, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -74,7 +76,7 @@ func TestTopologyPropertyHooksAndHealth(t *testing.T) {
 				t.Fatalf("seed=%d step %d: migration: %v", seed, step, err)
 			}
 		}
-		hook.take()
+		hook.Take()
 		want := map[string]int{}
 		for i := range 40 {
 			k := "p" + strconv.Itoa(rng.IntN(200))
@@ -91,7 +93,7 @@ func TestTopologyPropertyHooksAndHealth(t *testing.T) {
 				t.Fatalf("seed=%d step %d (%s): SET: %v", seed, step, what, err)
 			}
 		}
-		got := hook.take()
+		got := hook.Take()
 		for k, n := range want {
 			if got[k] != n {
 				t.Fatalf("seed=%d step %d (%s): the hook saw %d SETs of %s, want %d", seed, step, what, got[k], k, n)

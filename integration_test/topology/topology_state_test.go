@@ -1,4 +1,4 @@
-package integration_test
+package topology_test
 
 import (
 	"fmt"
@@ -13,6 +13,8 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	shardedredis "github.com/shardedcache/shardedcache/redis"
+
+	"github.com/shardedcache/shardedcache/integration_test/internal/fixtures"
 )
 
 // topoLib is a function library named name whose function <name>_get
@@ -26,7 +28,7 @@ func topoLib(name string) string {
 // addr, sorted.
 func libraries(t testing.TB, addr string) []string {
 	t.Helper()
-	libs, err := directClient(t, addr, 0).FunctionList(ctx, goredis.FunctionListQuery{}).Result()
+	libs, err := fixtures.DirectClient(t, addr, 0).FunctionList(ctx, goredis.FunctionListQuery{}).Result()
 	if err != nil {
 		t.Fatalf("FUNCTION LIST on %s: %v", addr, err)
 	}
@@ -41,7 +43,7 @@ func libraries(t testing.TB, addr string) []string {
 // configValue returns the value of param on the server at addr.
 func configValue(t testing.TB, addr, param string) string {
 	t.Helper()
-	m, err := directClient(t, addr, 0).ConfigGet(ctx, param).Result()
+	m, err := fixtures.DirectClient(t, addr, 0).ConfigGet(ctx, param).Result()
 	if err != nil {
 		t.Fatalf("CONFIG GET %s on %s: %v", param, addr, err)
 	}
@@ -56,15 +58,15 @@ func configValue(t testing.TB, addr, param string) string {
 // cover it. A shard that cannot be brought in step is refused, naming it
 // and the step, and nothing changes.
 func TestTopologyFunctionsAndConfigFollowNewShards(t *testing.T) {
-	procs := sharedRedis(t, 4)
-	resetServerState(t, procs)
-	a, b := topoShard("a", procs[0].addr, 0), topoShard("b", procs[1].addr, 0)
-	cc, d := topoShard("c", procs[2].addr, 0), topoShard("d", procs[3].addr, 0)
+	procs := fixtures.SharedRedis(t, 4)
+	fixtures.ResetServerState(t, procs)
+	a, b := fixtures.TopoShard("a", procs[0].Addr, 0), fixtures.TopoShard("b", procs[1].Addr, 0)
+	cc, d := fixtures.TopoShard("c", procs[2].Addr, 0), fixtures.TopoShard("d", procs[3].Addr, 0)
 	c, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: []shardedredis.ShardOptions{a, b}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	closeAndSettle(t, c)
+	fixtures.CloseAndSettle(t, c)
 	if name, err := c.FunctionLoad(ctx, topoLib("topo")).Result(); err != nil || name != "topo" {
 		t.Fatalf("FUNCTION LOAD = %q, %v", name, err)
 	}
@@ -80,7 +82,7 @@ func TestTopologyFunctionsAndConfigFollowNewShards(t *testing.T) {
 	}
 
 	// A shard that cannot be brought in step is refused.
-	dead := topoShard("x", "127.0.0.1:1", 0)
+	dead := fixtures.TopoShard("x", "127.0.0.1:1", 0)
 	err = c.SetShards([]shardedredis.ShardOptions{a, b, dead})
 	want := `shardedcache: shard 2 "x" (127.0.0.1:1): copying the 1 function libraries of the shards in use: dial tcp 127.0.0.1:1: connect: connection refused`
 	if err == nil || err.Error() != want {
@@ -93,7 +95,7 @@ func TestTopologyFunctionsAndConfigFollowNewShards(t *testing.T) {
 	if err := c.SetShards([]shardedredis.ShardOptions{a, b, cc}); err != nil {
 		t.Fatal(err)
 	}
-	onC := byOwner(c, keys(300))[2][0]
+	onC := fixtures.ByOwner(c, fixtures.Keys(300))[2][0]
 	if err := c.Set(ctx, onC, "on c", 0).Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -107,14 +109,14 @@ func TestTopologyFunctionsAndConfigFollowNewShards(t *testing.T) {
 		t.Fatalf("FUNCTION LOAD of a new library after the add = %q, %v", name, err)
 	}
 	for _, p := range procs[:3] {
-		if got := libraries(t, p.addr); !slices.Equal(got, []string{"topo", "topo2"}) {
-			t.Fatalf("libraries on %s: %q", p.addr, got)
+		if got := libraries(t, p.Addr); !slices.Equal(got, []string{"topo", "topo2"}) {
+			t.Fatalf("libraries on %s: %q", p.Addr, got)
 		}
-		if got := configValue(t, p.addr, "notify-keyspace-events"); got != "AKE" {
-			t.Fatalf("notify-keyspace-events on %s = %q, want AKE", p.addr, got)
+		if got := configValue(t, p.Addr, "notify-keyspace-events"); got != "AKE" {
+			t.Fatalf("notify-keyspace-events on %s = %q, want AKE", p.Addr, got)
 		}
-		if got := configValue(t, p.addr, "slowlog-max-len"); got != "200" {
-			t.Fatalf("slowlog-max-len on %s = %q, want 200", p.addr, got)
+		if got := configValue(t, p.Addr, "slowlog-max-len"); got != "200" {
+			t.Fatalf("slowlog-max-len on %s = %q, want 200", p.Addr, got)
 		}
 	}
 	if err := ps.Ping(ctx); err != nil {
@@ -141,19 +143,19 @@ func TestTopologyFunctionsAndConfigFollowNewShards(t *testing.T) {
 	if err := c.BeginResharding([]shardedredis.ShardOptions{a, b, cc, d}); err != nil {
 		t.Fatal(err)
 	}
-	if got := libraries(t, procs[3].addr); !slices.Equal(got, []string{"topo", "topo2"}) {
+	if got := libraries(t, procs[3].Addr); !slices.Equal(got, []string{"topo", "topo2"}) {
 		t.Fatalf("libraries on the resharding's new shard: %q", got)
 	}
-	if got := configValue(t, procs[3].addr, "slowlog-max-len"); got != "200" {
+	if got := configValue(t, procs[3].Addr, "slowlog-max-len"); got != "200" {
 		t.Fatalf("slowlog-max-len on the resharding's new shard = %q", got)
 	}
 	var onD string
-	for _, k := range keys(300) {
+	for _, k := range fixtures.Keys(300) {
 		if err := c.Set(ctx, k, "v:"+k, 0).Err(); err != nil {
 			t.Fatal(err)
 		}
 	}
-	onD = byOwner(c, keys(300))[3][0]
+	onD = fixtures.ByOwner(c, fixtures.Keys(300))[3][0]
 	if v, err := c.FCall(ctx, "topo2_get", []string{onD}).Text(); err != nil || v != "v:"+onD {
 		t.Fatalf("FCALL topo2_get %s in the window = %q, %v", onD, v, err)
 	}
@@ -167,28 +169,28 @@ func TestTopologyFunctionsAndConfigFollowNewShards(t *testing.T) {
 
 	// Deleted through the client: a shard that joins then has none of its
 	// own either (an exact copy), here DB 1 of d's server.
-	if err := directClient(t, procs[3].addr, 0).FunctionLoad(ctx, topoLib("stray")).Err(); err != nil {
+	if err := fixtures.DirectClient(t, procs[3].Addr, 0).FunctionLoad(ctx, topoLib("stray")).Err(); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.FunctionFlush(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if err := directClient(t, procs[0].addr, 0).FunctionLoad(ctx, topoLib("stray")).Err(); err != nil {
+	if err := fixtures.DirectClient(t, procs[0].Addr, 0).FunctionLoad(ctx, topoLib("stray")).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if err := directClient(t, procs[0].addr, 0).FunctionDelete(ctx, "stray").Err(); err != nil {
+	if err := fixtures.DirectClient(t, procs[0].Addr, 0).FunctionDelete(ctx, "stray").Err(); err != nil {
 		t.Fatal(err)
 	}
-	if err := directClient(t, procs[3].addr, 0).FunctionLoad(ctx, topoLib("stray")).Err(); err != nil {
+	if err := fixtures.DirectClient(t, procs[3].Addr, 0).FunctionLoad(ctx, topoLib("stray")).Err(); err != nil {
 		t.Fatal(err)
 	}
-	e := topoShard("e", procs[3].addr, 1)
+	e := fixtures.TopoShard("e", procs[3].Addr, 1)
 	if err := c.SetShards([]shardedredis.ShardOptions{a, b, cc, d, e}); err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range procs {
-		if got := libraries(t, p.addr); len(got) != 0 {
-			t.Fatalf("libraries on %s after FUNCTION FLUSH and an add: %q", p.addr, got)
+		if got := libraries(t, p.Addr); len(got) != 0 {
+			t.Fatalf("libraries on %s after FUNCTION FLUSH and an add: %q", p.Addr, got)
 		}
 	}
 }
@@ -201,8 +203,8 @@ func TestTopologyFunctionsAndConfigFollowNewShards(t *testing.T) {
 // what was configured. Shards are drawn over 4 servers and 2 DBs, so two
 // shards may share a server; TOPOLOGY_SEED replays a run.
 func TestTopologyPropertyServerStateFollowsChanges(t *testing.T) {
-	procs := sharedRedis(t, 4)
-	resetServerState(t, procs)
+	procs := fixtures.SharedRedis(t, 4)
+	fixtures.ResetServerState(t, procs)
 	seed := uint64(time.Now().UnixNano())
 	if s := os.Getenv("TOPOLOGY_SEED"); s != "" {
 		var err error
@@ -249,7 +251,7 @@ func TestTopologyPropertyServerStateFollowsChanges(t *testing.T) {
 			}
 			used[[2]int{sc.server, sc.db}] = true
 			conf[name] = sc
-			so := topoShard(name, procs[sc.server].addr, sc.db)
+			so := fixtures.TopoShard(name, procs[sc.server].Addr, sc.db)
 			so.Options.PoolSize = sc.pool
 			opts = append(opts, so)
 		}
@@ -263,7 +265,7 @@ func TestTopologyPropertyServerStateFollowsChanges(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	closeAndSettle(t, c)
+	fixtures.CloseAndSettle(t, c)
 
 	// stateOp loads or deletes a library, or sets a parameter, through the
 	// client, and records what the user configured.
@@ -290,7 +292,7 @@ func TestTopologyPropertyServerStateFollowsChanges(t *testing.T) {
 			}
 			delete(libs, lib)
 		default:
-			param := slices.Sorted(maps.Keys(configDefaults))[rng.IntN(len(configDefaults))]
+			param := slices.Sorted(maps.Keys(fixtures.ConfigDefaults))[rng.IntN(len(fixtures.ConfigDefaults))]
 			value := strconv.Itoa(100 + rng.IntN(100))
 			if err := c.ConfigSet(ctx, param, value).Err(); err != nil {
 				t.Fatalf("%s: CONFIG SET %s %s: %v", step, param, value, err)
@@ -312,9 +314,9 @@ func TestTopologyPropertyServerStateFollowsChanges(t *testing.T) {
 			if i < len(opts) {
 				sc := conf[sh.Name]
 				o := c.ShardOptions()[i]
-				if sh.Name != opts[i].Name || o.Addr != procs[sc.server].addr || o.DB != sc.db || o.PoolSize != sc.pool {
+				if sh.Name != opts[i].Name || o.Addr != procs[sc.server].Addr || o.DB != sc.db || o.PoolSize != sc.pool {
 					t.Fatalf("%s: shard %d %s has %s DB %d pool %d, configured %s %s DB %d pool %d",
-						step, i, sh.Name, o.Addr, o.DB, o.PoolSize, opts[i].Name, procs[sc.server].addr, sc.db, sc.pool)
+						step, i, sh.Name, o.Addr, o.DB, o.PoolSize, opts[i].Name, procs[sc.server].Addr, sc.db, sc.pool)
 				}
 			}
 			if got := libraries(t, addr); !slices.Equal(got, want) {
