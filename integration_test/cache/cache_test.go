@@ -345,7 +345,7 @@ func movingKeys(t *testing.T, from, to []shardedredis.ShardOptions, n int) []str
 }
 
 // TestCacheModelRedis runs the resharding reference model (see
-// reshard_model_test.go: writes, deletes and reads against a per-server
+// reshard/reshard_model_test.go: writes, deletes and reads against a per-server
 // model, cold SetShards, ejections and rejoins, resharding windows with
 // commands, raw GetShard clients, migrations and abandons) with every shard
 // caching: every read through the client must equal the model, so no read
@@ -361,7 +361,7 @@ func TestCacheModelRedis(t *testing.T) {
 
 // TestCacheOtherClientsWrite: a write of another client to a key that the
 // cache holds is seen, every time, within go-redis's invalidation delay
-// (seenAfter fails past 5 s); the delays are logged (the Speed benchmark's
+// (SeenAfter fails past 5 s); the delays are logged (the Speed benchmark's
 // cache-staleness measures them).
 func TestCacheOtherClientsWrite(t *testing.T) {
 	procs := fixtures.SharedRedis(t, 2)

@@ -137,7 +137,7 @@ func sPublisher(c goredis.Cmdable) func(ch, payload string) (int64, error) {
 }
 
 // clusterDeliver publishes through c, which sends to the cluster, on each
-// channel of routes and shard channel of shardChannels, and checks that
+// channel of routes and shard channel of ShardChannels, and checks that
 // exactly one message per route arrives, and nothing else before the next
 // pong. SPUBLISH must count exactly one receiver (its slot's master counts
 // those of the slot); PUBLISH counts only the receivers on the node it was

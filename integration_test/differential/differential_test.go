@@ -5,8 +5,8 @@ package differential_test
 // every reply and, every 500 commands, the whole keyspace must agree, and
 // every key must be on the server the ring names.
 //
-//	go test -race -run Differential ./integration_test -seed 42
-//	DIFF_SEED=42 go test -run Differential ./integration_test
+//	go test -race -run Differential ./integration_test/differential -seed 42
+//	DIFF_SEED=42 go test -run Differential ./integration_test/differential
 //
 // Here the servers are miniredis; realredis_test.go runs the same script on
 // redis-server processes.

@@ -22,7 +22,7 @@ import (
 )
 
 // startRedisServer starts a redis-server for the differential test (see
-// startRedisProc), its blocking commands timing out within 10 ms (hz 100;
+// StartRedisProc), its blocking commands timing out within 10 ms (hz 100;
 // the default hz 10 checks timeouts every 100 ms), and returns its address.
 func startRedisServer(t *testing.T, bin string) string {
 	t.Helper()

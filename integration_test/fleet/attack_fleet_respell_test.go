@@ -14,7 +14,7 @@ import (
 // TestAttackFleetRespelledAddress: a fleet resharding whose target writes
 // one shard's address another way (127.0.0.1:P -> localhost:P, the same
 // server; the single-process window keeps its keys, see
-// reshard_respelled_test.go) must lose no key.
+// reshard/reshard_respelled_test.go) must lose no key.
 func TestAttackFleetRespelledAddress(t *testing.T) {
 	const n = 200
 	list, c, store := fixtures.AttackFleetJoined(t, 2, "rs:", n)

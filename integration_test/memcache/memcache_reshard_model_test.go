@@ -226,7 +226,7 @@ func (m *mcModel) getMulti(keys []string) {
 	}
 }
 
-// getShard uses the raw client GetShard hands out: the key's owner, the key
+// GetShard uses the raw client GetShard hands out: the key's owner, the key
 // moved there first.
 func (m *mcModel) getShard(key string) {
 	o := m.use(key)
@@ -238,7 +238,7 @@ func (m *mcModel) getShard(key string) {
 	})
 }
 
-// setShards is a cold SetShards (see modelCore.setShards).
+// SetShards is a cold SetShards (see ModelCore.SetShards).
 func (m *mcModel) setShards() {
 	m.ModelCore.SetShards(func(next []fixtures.ListEntry) error { return m.c.SetShards(m.opts(next)) })
 }
@@ -274,7 +274,7 @@ func (m *mcModel) end() {
 }
 
 // mcContent returns the keys of keys that the server d is connected to
-// holds, with their values: one multi-get. (onServers does the same over
+// holds, with their values: one multi-get. (OnServers does the same over
 // new connections, one server after the other; the model reads every
 // server after each of thousands of operations.)
 func mcContent(d *gomemcache.Client, keys []string) (map[string]string, error) {

@@ -10,7 +10,7 @@ package memcache_test
 // call does not, or changes curr_items, or loses the sentinel item.
 //
 // Under `go test` the seed corpus runs (CI); `go test -fuzz FuzzMemcacheWire
-// -run '^$' ./integration_test/` explores further.
+// -run '^$' ./integration_test/memcache/` explores further.
 
 import (
 	"bufio"

@@ -2,7 +2,7 @@ package pubsub_test
 
 // Pub/sub across changes of the shard list (SetShards, ejection and rejoin,
 // resharding) and shard failures, on miniredis and on real redis-server
-// processes: every subscription is where PUBLISH reaches it, psConfirmations
+// processes: every subscription is where PUBLISH reaches it, PSConfirmations
 // mean what they mean on one server, no goroutine panics.
 
 import (
@@ -141,7 +141,7 @@ func TestPubSubPatternCoversAddedShard(t *testing.T) {
 // Issue 11, item 2: the first confirmation of a Subscribe over several
 // shards means every channel of the call is live (go-redis's documented
 // way to wait is one Receive): PUBLISH sports right after it reaches 1
-// receiver, in every one of 10 runs. The other psConfirmations follow, in
+// receiver, in every one of 10 runs. The other PSConfirmations follow, in
 // order, with one server's counts.
 func TestPubSubSubscribeConfirmsEveryShard(t *testing.T) {
 	fixtures.ForEachPubSubBackend(t, func(t *testing.T, b fixtures.PSBackend) {
@@ -178,7 +178,7 @@ func TestPubSubSubscribeConfirmsEveryShard(t *testing.T) {
 }
 
 // Issue 11, item 2: the subscription of a dead shard fails with a
-// *ShardError naming the shard (not reply text), before the psConfirmations
+// *ShardError naming the shard (not reply text), before the PSConfirmations
 // of that call; the other shards' channels work, and the dead shard's
 // channel receives once it is back (go-redis resubscribes).
 func TestPubSubDeadShardError(t *testing.T) {

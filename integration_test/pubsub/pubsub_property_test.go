@@ -153,7 +153,7 @@ var psCalls = map[string]func(*goredis.PubSub, context.Context, ...string) error
 }
 
 // call sends a (un)subscribe of names (nil: every subscription of its
-// kind) and checks its psConfirmations against the model.
+// kind) and checks its PSConfirmations against the model.
 func (p *psProperty) call(command string, subscribes bool, names []string) {
 	p.t.Helper()
 	if err := psCalls[command](p.r.PS, ctx, names...); err != nil {
@@ -162,7 +162,7 @@ func (p *psProperty) call(command string, subscribes bool, names []string) {
 	p.expectCalls(command, subscribes, names)
 }
 
-// expectCalls reads the psConfirmations of a (un)subscribe of names and
+// expectCalls reads the PSConfirmations of a (un)subscribe of names and
 // applies it to the model.
 func (p *psProperty) expectCalls(command string, subscribes bool, names []string) {
 	p.t.Helper()

@@ -4,8 +4,8 @@ package redis_test
 // every command through go-redis's engine. The differential tests and the
 // resharding reference model have autopipelined variants; with
 // SHARDEDCACHE_TEST_AUTOPIPELINE=1 every test whose client comes from
-// startShards, safetyFixture or the differential tests runs autopipelined
-// (see withAPEnv). Here: a shard hung or killed while batches are in
+// StartShards, SafetyFixture or the differential tests runs autopipelined
+// (see WithAPEnv). Here: a shard hung or killed while batches are in
 // flight.
 
 import (
@@ -26,7 +26,7 @@ import (
 )
 
 // startAPShards starts n redis-servers and an autopipelined ShardedClient
-// over them, with the failure tests' timeouts (realShard).
+// over them, with the failure tests' timeouts (RealShard).
 func startAPShards(t *testing.T, n int) ([]*fixtures.RedisProc, *shardedredis.ShardedClient) {
 	t.Helper()
 	bin := fixtures.RealRedisBin(t)

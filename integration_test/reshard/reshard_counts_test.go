@@ -19,7 +19,7 @@ import (
 // delHook, on the old owner's client, deletes the keys of gone from the
 // server (as a concurrent DEL would) before the DUMPs of a pipeline reach
 // it, and fails the first DEL that names failKey, recording its keys (see
-// before, a beforeSend hook).
+// before, a BeforeSend hook).
 type delHook struct {
 	direct  *goredis.Client
 	gone    map[string]bool

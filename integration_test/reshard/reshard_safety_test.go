@@ -2,7 +2,7 @@ package reshard_test
 
 // Resharding never loses a write: the old owner is the truth, stale copies
 // never win, misuse is refused. Regression tests of issue 10's cases, on
-// the package's shared real redis-servers (sharedRedis).
+// the package's shared real redis-servers (SharedRedis).
 
 import (
 	"context"

@@ -230,7 +230,7 @@ func midRunResume(t *testing.T, seed int64) {
 	if stale != int64(w.Stale) { // each once, even when SCAN returned it twice
 		t.Errorf("the runs count %d stale copies, want the %d there were (SCAN returned %d keys twice)", stale, w.Stale, dups)
 	}
-	// The fill keys: on their owner, then removed for checkFinal.
+	// The fill keys: on their owner, then removed for CheckFinal.
 	for i := 0; i < len(fill); i += 500 {
 		if err := w.C.Del(ctx, fill[i:min(len(fill), i+500)]...).Err(); err != nil {
 			t.Fatal(err)

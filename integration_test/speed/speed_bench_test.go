@@ -5,14 +5,14 @@ package speed_test
 // redis-servers, four memcached; skipped when a binary is missing, a
 // failure under CI=true):
 //
-//	go test -run '^$' -bench Speed -count 6 ./integration_test | tee new.txt
+//	go test -run '^$' -bench Speed -count 6 ./integration_test/speed | tee new.txt
 //	benchstat new.txt
 //
 // Each workload is one sub-benchmark. Its contenders (a plain go-redis
 // client, the sharded client over one shard and over four, go-redis Ring
 // over the same four servers with its defaults; gomemcache against the
 // memcache client; for the 100-key workloads, a fan-out written by hand on
-// the sharded client's shard clients: see handSplit) run in rounds, a chunk
+// the sharded client's shard clients: see HandSplit) run in rounds, a chunk
 // of operations each, in an order that rotates from round to round, so
 // that a load that comes and goes on the machine weighs on every contender
 // alike. A round is one iteration of
@@ -292,7 +292,7 @@ func BenchmarkSpeed(b *testing.B) {
 	} {
 		b.Run(w.name, w.w.Run)
 	}
-	fixtures.BenchCache(b, r) // speed_cache_bench_test.go
+	fixtures.BenchCache(b, r) // fixtures/speed_cache_bench.go
 	b.Run("NewClient-1000-shards", func(b *testing.B) { benchNewClient1000(b) })
 	b.Run("Migration", func(b *testing.B) { benchMigration(b, r.Addrs, shardedredis.MigrateOptions{}) })
 	b.Run("Migration-server-side", func(b *testing.B) { benchMigration(b, r.Addrs, shardedredis.MigrateOptions{ServerSide: true}) })

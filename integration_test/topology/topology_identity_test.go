@@ -229,7 +229,7 @@ func TestTopologyOptionsChangeTakesEffect(t *testing.T) {
 	}
 }
 
-// directClientPW is directClient with a password, on DB 0.
+// directClientPW is DirectClient with a password, on DB 0.
 func directClientPW(t testing.TB, addr, password string) *goredis.Client {
 	t.Helper()
 	c := goredis.NewClient(&goredis.Options{Addr: addr, Password: password, MaxRetries: -1})
