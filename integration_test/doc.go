@@ -14,7 +14,8 @@
 //	pubsub        pub/sub across shards and shard changes
 //	redis         the Redis client's core commands, failures, autopipelining, wire fuzzing
 //	reshard       resharding migrations: safety, races, counts, the reference model
-//	reshardcut    migrations cut short and resumed or rerun
+//	reshardcut    migrations cut at each of their commands, then run again
+//	reshardresume migrations stopped, then resumed or rerun
 //	speed         the side-by-side benchmarks (go test -bench)
 //	topology      shard-list changes and server-wide state
 //	goredissuite  go-redis's own specs against the sharded client

@@ -1,4 +1,4 @@
-package reshardcut_test
+package reshardresume_test
 
 // resume from checkpoints taken while Run runs (not only the
 // last one), with InFlight and Parallelism > 1, runs cut by timers, RESTOREs

@@ -1,4 +1,4 @@
-package reshardcut_test
+package reshardresume_test
 
 import (
 	"sync"

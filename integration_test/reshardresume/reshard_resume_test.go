@@ -1,4 +1,4 @@
-package reshardcut_test
+package reshardresume_test
 
 // Kill and resume (issue 10): a migration stopped twice midway (its context
 // canceled) and resumed from its checkpoint each time loses no key, keeps

@@ -1,4 +1,4 @@
-package reshardcut_test
+package reshardresume_test
 
 // Failures that are not cancels (a RESTORE refused) mixed with cancels,
 // and a Migration run again.

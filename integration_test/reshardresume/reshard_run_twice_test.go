@@ -1,4 +1,4 @@
-package reshardcut_test
+package reshardresume_test
 
 // the same Migration run twice at once; a Migration of an
 // ended window run in a newer one; Progress read while a Migration is run

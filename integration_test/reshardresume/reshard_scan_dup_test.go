@@ -1,4 +1,4 @@
-package reshardcut_test
+package reshardresume_test
 
 // SCAN returns a key more than once (Redis allows it, e.g.
 // while a table shrinks). Here every SCAN reply of the migration on a

@@ -1,4 +1,4 @@
-package reshardcut_test
+package reshardresume_test
 
 // EndResharding and AbandonResharding racing with Run, at
 // timed moments, and a new BeginResharding after a cut.
