@@ -52,8 +52,8 @@ func TestRedisPlacementMatchesJedis(t *testing.T) {
 		file string
 		p    ring.Preset
 	}{
-		{"../ring/testdata/routing_a_murmur_3shards.tsv", nil},
-		{"../ring/testdata/routing_e_keytag_3shards.tsv", ring.Jedis{KeyTags: true}},
+		{"../../ring/testdata/routing_a_murmur_3shards.tsv", nil},
+		{"../../ring/testdata/routing_e_keytag_3shards.tsv", ring.Jedis{KeyTags: true}},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			servers, c := fixtures.StartShards(t, 3, tc.p)
@@ -590,7 +590,7 @@ func TestRedisGoRedisRingPreset(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	f, err := os.Open("../ring/testdata/presets/goredis_ring3.tsv")
+	f, err := os.Open("../../ring/testdata/presets/goredis_ring3.tsv")
 	if err != nil {
 		t.Fatal(err)
 	}
