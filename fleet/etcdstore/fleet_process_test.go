@@ -134,7 +134,11 @@ func runWorker(t *testing.T) {
 	ctx := context.Background()
 	var wg sync.WaitGroup
 	if os.Getenv(envSoloTarget) != "" {
-		wg.Go(func() { soloClusterMove(t, c.(redisClient).c) }) // fleetCase.validate: noFleet is redis's
+		rc, ok := c.(redisClient)
+		if !ok {
+			t.Fatalf("%s=%s: the control without a fleet runs on redis only", envBackend, os.Getenv(envBackend))
+		}
+		wg.Go(func() { soloClusterMove(t, rc.c) })
 	} else {
 		member, err := c.join(ctx, store, fleet.MemberOptions{OnError: func(err error) { fmt.Fprintln(os.Stderr, "member:", err) }})
 		if err != nil {
@@ -847,4 +851,29 @@ func derefs(vs []*string) []string {
 		out[i] = deref(v)
 	}
 	return out
+}
+
+// TestFleetCaseValidate: the harness refuses the cases it cannot run, by
+// name, and accepts the five it runs.
+func TestFleetCaseValidate(t *testing.T) {
+	for c, want := range map[fleetCase]string{
+		{backend: "redis"}:                                     "",
+		{backend: "memcache"}:                                  "",
+		{backend: "memcache", protection: noLeases}:            "",
+		{backend: "redis", cluster: true}:                      "",
+		{backend: "redis", cluster: true, protection: noFleet}: "",
+		{backend: "etcd"}:                                      `backend "etcd": want one of redis, memcache`,
+		{backend: "memcache", cluster: true}:                   `backend "memcache": a Redis Cluster target is redis's only`,
+		{backend: "redis", protection: noLeases}:               `backend "redis": noLeases is memcache's only (redis has fences)`,
+		{backend: "redis", protection: noFleet}:                "noFleet needs the Redis Cluster target (its workers call BeginClusterMove)",
+		{backend: "redis", protection: protection(7)}:          "protection 7: want protected, noLeases or noFleet",
+	} {
+		b, err := c.validate()
+		switch {
+		case want == "" && (err != nil || b.name() != c.backend):
+			t.Errorf("%+v: %v, %v; want the backend %s", c, b, err, c.backend)
+		case want != "" && (err == nil || err.Error() != want):
+			t.Errorf("%+v: %v; want %q", c, err, want)
+		}
+	}
 }
