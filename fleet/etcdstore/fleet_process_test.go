@@ -1,29 +1,34 @@
 package etcdstore_test
 
-// The fleet's reference-model test: real redis-servers, a real etcd, and
-// separate OS processes (this test binary run again as workers and
-// drivers). Each worker joins the fleet and runs random operations on keys
-// of its own (each key has one writer) and reads every worker's keys; it
-// logs every operation with its start and end on the machine's clock. A
-// driver changes the fleet meanwhile -- reshards 3 -> 4 shards
-// (TestFleetResharding), or moves 3 shards into a real 3-master Redis
-// Cluster (TestFleetClusterMove) -- under chaos: a worker paused past
-// every timeout, a worker killed and a new one started mid-change, the
-// driver killed mid-migration and the change resumed by another process,
-// a destination server (the new shard's, or a master of the cluster) hung
-// mid-migration. At the end the logs are checked against a model: no lost
-// acknowledged write, no resurrected delete, no read older than a write
-// acknowledged before it started, no stray copy or move mark left on any
-// server. A negative control (TestFleetClusterMoveControl) runs the same
-// workers and check without the fleet: each process calls BeginClusterMove
-// on its own, 1.5 s apart, and the check must find stale reads or lost
-// writes.
+// The fleet's reference-model test: real servers (redis-servers, a Redis
+// Cluster, memcached), a real etcd, and separate OS processes (this test
+// binary run again as workers and drivers). Each worker joins the fleet
+// and runs random operations on keys of its own (each key has one writer)
+// and reads every worker's keys; it logs every operation with its start
+// and end on the machine's clock. A driver changes the fleet meanwhile --
+// reshards 3 -> 4 shards (TestFleetResharding on redis-servers,
+// TestFleetReshardingMemcache on memcached), or moves 3 redis-servers into
+// a real 3-master Redis Cluster (TestFleetClusterMove) -- under chaos: a
+// worker paused past every timeout, a worker killed and a new one started
+// mid-change, the driver killed mid-migration and the change resumed by
+// another process, a destination redis-server (the new shard's, or a
+// master of the cluster) hung mid-migration. At the end the logs are
+// checked against a model: no lost acknowledged write, no resurrected
+// delete, no read older than a write acknowledged before it started, no
+// stray copy or move mark left on any server.
+//
+// One harness runs every test: a fleetCase is a backend (fleet_backends_test.go:
+// redis, memcache), a target (the servers and a fourth; a Redis Cluster,
+// redis only) and a protection: the fleet as it is, or one of two negative
+// controls, which must make the same check find what the fleet prevents:
+// TestFleetReshardingMemcacheUnprotected (the memcache run without member
+// leases) and TestFleetClusterMoveControl (no fleet: each worker calls
+// BeginClusterMove on its own, 1.5 s apart).
 
 import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -50,18 +55,20 @@ import (
 
 // The environment of a re-executed test binary.
 const (
-	envRole     = "SC_FLEET_ROLE" // "worker", "driver", "resume"
-	envEtcd     = "SC_FLEET_ETCD"
-	envPrefix   = "SC_FLEET_PREFIX"
-	envShards   = "SC_FLEET_SHARDS" // JSON []fleet.Shard: the initial list (workers), the target (driver)
-	envWorker   = "SC_FLEET_WORKER"
-	envLog      = "SC_FLEET_LOG"
-	envSeed     = "SC_FLEET_SEED"
-	envStopFile = "SC_FLEET_STOP"
-	// The negative control's workers (no fleet): the cluster they move to
-	// (JSON []fleet.Shard), the file whose creation makes them call
-	// BeginClusterMove, and, for the one that runs the migration, the
-	// file it creates when the migration has ended.
+	envRole      = "SC_FLEET_ROLE" // "worker", "driver", "resume"
+	envEtcd      = "SC_FLEET_ETCD"
+	envPrefix    = "SC_FLEET_PREFIX"
+	envShards    = "SC_FLEET_SHARDS" // JSON []fleet.Shard: the initial list (workers), the target (driver)
+	envWorker    = "SC_FLEET_WORKER"
+	envLog       = "SC_FLEET_LOG"
+	envSeed      = "SC_FLEET_SEED"
+	envStopFile  = "SC_FLEET_STOP"
+	envBackend   = "SC_FLEET_BACKEND"   // a key of backends
+	envLeaseless = "SC_FLEET_LEASELESS" // "1": the memcache negative control (noLeases)
+	// The cluster's negative control's workers (noFleet): the cluster
+	// they move to (JSON []fleet.Shard), the file whose creation makes
+	// them call BeginClusterMove, and, for the one that runs the
+	// migration, the file it creates when the migration has ended.
 	envSoloTarget  = "SC_FLEET_SOLO_TARGET"
 	envSoloBegin   = "SC_FLEET_SOLO_BEGIN"
 	envSoloMigrate = "SC_FLEET_SOLO_MIGRATED"
@@ -95,7 +102,7 @@ func TestFleetProcess(t *testing.T) {
 	case "driver", "resume":
 		runDriver(t)
 	default:
-		t.Skip("run by TestFleetResharding as a separate process")
+		t.Skip("run by the TestFleet tests as a separate process")
 	}
 }
 
@@ -114,48 +121,26 @@ func processStore(t *testing.T) (*etcdstore.Store, *clientv3.Client) {
 func envShardList(t *testing.T, name string) []fleet.Shard {
 	var list []fleet.Shard
 	if err := json.Unmarshal([]byte(os.Getenv(name)), &list); err != nil {
-		t.Fatal(err)
+		t.Fatalf("%s=%q: %v", name, os.Getenv(name), err)
 	}
 	return list
-}
-
-// shardOptions returns the sharded client's options of sh: a server, or a
-// Redis Cluster by its seeds.
-func shardOptions(sh fleet.Shard) shardedredis.ShardOptions {
-	if sh.Cluster {
-		return shardedredis.ShardOptions{Name: sh.Name, Weight: sh.Weight,
-			Cluster: &shardedredis.ClusterShard{Options: &goredis.ClusterOptions{Addrs: sh.Seeds()}}}
-	}
-	return shardedredis.ShardOptions{Name: sh.Name, Addr: sh.Addr, Weight: sh.Weight}
-}
-
-// newFleetClient returns a sharded client over list with the test's
-// timeouts (short, so that a hung server is noticed).
-func newFleetClient(t *testing.T, list []fleet.Shard) *shardedredis.ShardedClient {
-	opts := make([]shardedredis.ShardOptions, len(list))
-	for i, sh := range list {
-		opts[i] = shardOptions(sh)
-	}
-	c, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: opts, Options: &goredis.Options{
-		DialTimeout: 300 * time.Millisecond, ReadTimeout: 300 * time.Millisecond, WriteTimeout: 300 * time.Millisecond, PoolSize: 8,
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
 }
 
 func runWorker(t *testing.T) {
 	store, cli := processStore(t)
 	defer cli.Close()
-	c := newFleetClient(t, envShardList(t, envShards))
-	defer c.Close()
+	c := backendOf(t).client(t, envShardList(t, envShards))
+	defer c.close()
 	ctx := context.Background()
 	var wg sync.WaitGroup
 	if os.Getenv(envSoloTarget) != "" {
-		wg.Go(func() { soloClusterMove(t, c) })
+		rc, ok := c.(redisClient)
+		if !ok {
+			t.Fatalf("%s=%s: the control without a fleet runs on redis only", envBackend, os.Getenv(envBackend))
+		}
+		wg.Go(func() { soloClusterMove(t, rc.c) })
 	} else {
-		member, err := c.JoinFleet(ctx, store, fleet.MemberOptions{OnError: func(err error) { fmt.Fprintln(os.Stderr, "member:", err) }})
+		member, err := c.join(ctx, store, fleet.MemberOptions{OnError: func(err error) { fmt.Fprintln(os.Stderr, "member:", err) }})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -196,22 +181,15 @@ func runWorker(t *testing.T) {
 					v := fmt.Sprintf("%d:%d:%d", worker, g, seq)
 					o.Op, o.Val = "set", &v
 					logOp(o) // logged before it is sent: a killed worker's last write is "unknown"
-					err = c.Set(octx, mine, v, 0).Err()
+					err = c.set(octx, mine, v)
 				case r < 55:
 					o.Op = "del"
 					logOp(o)
-					err = c.Del(octx, mine).Err()
+					err = c.del(octx, mine)
 				default:
 					o.Op = "get"
 					o.Key = keyName(rng.IntN(4)+1, rng.IntN(goroutinesPerWorker), rng.IntN(keysPerGoroutine))
-					var v string
-					v, err = c.Get(octx, o.Key).Result()
-					switch {
-					case err == nil:
-						o.Val = &v
-					case errors.Is(err, goredis.Nil):
-						err = nil
-					}
+					o.Val, err = c.get(octx, o.Key)
 				}
 				cancel()
 				o.End, o.OK = time.Now().UnixNano(), err == nil
@@ -238,7 +216,7 @@ func soloClusterMove(t *testing.T, c *shardedredis.ShardedClient) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	cs := shardOptions(envShardList(t, envSoloTarget)[0]).Cluster
+	cs := redisShard(envShardList(t, envSoloTarget)[0]).Cluster
 	err := c.BeginClusterMove(*cs)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "BeginClusterMove:", err)
@@ -249,7 +227,7 @@ func soloClusterMove(t *testing.T, c *shardedredis.ShardedClient) {
 	}
 	if err == nil {
 		var m *shardedredis.Migration
-		if m, err = c.NewMigration(shardedredis.MigrateOptions{BatchSize: 20, KeysPerSecond: 300}); err == nil {
+		if m, err = c.NewMigration(redisMigrate); err == nil {
 			err = m.Run(context.Background())
 		}
 		fmt.Fprintln(os.Stderr, "the migration:", err)
@@ -265,9 +243,8 @@ func runDriver(t *testing.T) {
 	target := envShardList(t, envShards)
 	// The driver's client starts on the target's list; Reshard applies
 	// the fleet's state to it at every step.
-	c := newFleetClient(t, target)
-	defer c.Close()
-	backend := c.FleetBackend(shardedredis.MigrateOptions{BatchSize: 20, KeysPerSecond: 300})
+	backend, closeBackend := backendOf(t).driver(t, target)
+	defer closeBackend()
 	opt := fleet.DriverOptions{LockTTL: 2 * time.Second}
 	var err error
 	if os.Getenv(envRole) == "resume" {
@@ -278,39 +255,6 @@ func runDriver(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-}
-
-// startServers starts n redis-servers (internal/rediscluster, as the
-// cluster's nodes are started), stopped when t ends; without redis-server
-// the test is skipped, unless CI=true.
-func startServers(t *testing.T, n int) []*rediscluster.Node {
-	t.Helper()
-	return nodes(t, func(ctx context.Context) (*rediscluster.Cluster, error) { return rediscluster.StartServers(ctx, n) })
-}
-
-// startCluster starts a Redis Cluster of 3 masters without replicas (a
-// node timeout of 5 s, longer than a hang of the chaos), as startServers
-// does.
-func startCluster(t *testing.T) []*rediscluster.Node {
-	t.Helper()
-	return nodes(t, func(ctx context.Context) (*rediscluster.Cluster, error) {
-		return rediscluster.Start(ctx, 3, 0, 5*time.Second)
-	})
-}
-
-func nodes(t *testing.T, start func(context.Context) (*rediscluster.Cluster, error)) []*rediscluster.Node {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	c, err := start(ctx)
-	switch {
-	case errors.Is(err, rediscluster.ErrNoBinaries) && os.Getenv("CI") != "true":
-		t.Skip(err)
-	case err != nil:
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Stop)
-	return c.Nodes
 }
 
 // proc is a re-executed test binary.
@@ -342,124 +286,193 @@ type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(b []byte) (int, error) { return f(b) }
 
-func TestFleetResharding(t *testing.T) {
-	if testing.Short() {
-		t.Skip("multi-process test")
-	}
-	endpoint := etcdtest.StartShared(t)
-	for _, seed := range seeds() {
-		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) { fleetRun(t, endpoint, seed, reshardSetup(t)) })
-	}
+// TestFleetResharding: redis-servers, 3 -> 4, fenced.
+func TestFleetResharding(t *testing.T) { testFleet(t, fleetCase{backend: "redis"}) }
+
+// TestFleetReshardingMemcache is the same test on memcached servers, whose
+// fleet is protected by member leases (fleet.Unfenced) and compare-and-set
+// moves rather than fences.
+func TestFleetReshardingMemcache(t *testing.T) { testFleet(t, fleetCase{backend: "memcache"}) }
+
+// TestFleetReshardingMemcacheUnprotected is the negative control of
+// TestFleetReshardingMemcache: the same run with the member leases taken
+// out (members neither register nor refuse commands, the driver waits for
+// no one) must lose writes, read stale values or leave stray copies.
+func TestFleetReshardingMemcacheUnprotected(t *testing.T) {
+	testFleet(t, fleetCase{backend: "memcache", protection: noLeases})
 }
 
-// The move into a real Redis Cluster, by the fleet's protocol, under the
-// same workers, chaos and check as TestFleetResharding.
-func TestFleetClusterMove(t *testing.T) {
-	if testing.Short() {
-		t.Skip("multi-process test")
-	}
-	endpoint := etcdtest.StartShared(t)
-	cluster := startCluster(t)
-	for _, seed := range seeds() {
-		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) { fleetRun(t, endpoint, seed, clusterSetup(t, cluster)) })
-	}
-}
+// TestFleetClusterMove: the move of 3 redis-servers into a real Redis
+// Cluster, by the fleet's protocol, under the same workers, chaos and
+// check as TestFleetResharding.
+func TestFleetClusterMove(t *testing.T) { testFleet(t, fleetCase{backend: "redis", cluster: true}) }
 
-// The negative control of TestFleetClusterMove: the same workers and
-// check, without the fleet. Each worker calls BeginClusterMove on its own,
-// 1.5 s apart (a rolling deploy), and the first runs the migration: a
-// later BeginClusterMove removes from the cluster, as stale copies, the
-// keys an earlier process moved or wrote there, and a process still on
-// the old list reads the old owners. The check must find stale reads or
-// lost writes (the workers write every key again and again after the
-// last switch, which hides most losses: the reads see them).
+// TestFleetClusterMoveControl is the negative control of
+// TestFleetClusterMove: the same workers and check, without the fleet.
+// Each worker calls BeginClusterMove on its own, 1.5 s apart (a rolling
+// deploy), and the first runs the migration: a later BeginClusterMove
+// removes from the cluster, as stale copies, the keys an earlier process
+// moved or wrote there, and a process still on the old list reads the old
+// owners. The check must find stale reads or lost writes (the workers
+// write every key again and again after the last switch, which hides most
+// losses: the reads see them).
 func TestFleetClusterMoveControl(t *testing.T) {
-	if testing.Short() {
-		t.Skip("multi-process test")
+	testFleet(t, fleetCase{backend: "redis", cluster: true, protection: noFleet})
+}
+
+// protection is what a run keeps of the fleet's protocol.
+type protection int
+
+const (
+	// protected: the fleet as it is; the check must find nothing (no
+	// lost, stale or stray value, no move mark left).
+	protected protection = iota
+	// noLeases: the memcache fleet without member leases (envLeaseless);
+	// the check must find lost or stale values or stray copies.
+	noLeases
+	// noFleet: no fleet; each worker calls BeginClusterMove on its own
+	// (soloRun); the check must find lost writes or stale reads.
+	noFleet
+)
+
+// fleetCase is one test's backend x target x protection.
+type fleetCase struct {
+	backend    string // a key of backends
+	cluster    bool   // the target: a Redis Cluster of 3 masters (redis only); else the 3 servers and a fourth
+	protection protection
+}
+
+// validate returns the case's backend, or an error naming what does not
+// fit: an unknown backend, a cluster target or noFleet without redis,
+// noLeases without memcache, noFleet without the cluster target.
+func (c fleetCase) validate() (fleetBackend, error) {
+	b, ok := backends[c.backend]
+	switch {
+	case !ok:
+		return nil, fmt.Errorf("backend %q: want one of redis, memcache", c.backend)
+	case c.cluster && c.backend != "redis":
+		return nil, fmt.Errorf("backend %q: a Redis Cluster target is redis's only", c.backend)
+	case c.protection == noLeases && c.backend != "memcache":
+		return nil, fmt.Errorf("backend %q: noLeases is memcache's only (redis has fences)", c.backend)
+	case c.protection == noFleet && !c.cluster:
+		return nil, fmt.Errorf("noFleet needs the Redis Cluster target (its workers call BeginClusterMove)")
+	case c.protection < protected || c.protection > noFleet:
+		return nil, fmt.Errorf("protection %d: want protected, noLeases or noFleet", c.protection)
 	}
-	endpoint := etcdtest.StartShared(t)
-	cluster := startCluster(t)
-	h := newHarness(t, endpoint, 1, clusterSetup(t, cluster))
-	target := envSoloTarget + "=" + list(h.setup.target)
-	begin := func(id int) string { return filepath.Join(h.dir, fmt.Sprintf("begin-w%d", id)) }
-	migrated := filepath.Join(h.dir, "migrated")
-	for id := 1; id <= 3; id++ {
-		env := []string{target, envSoloBegin + "=" + begin(id)}
-		if id == 1 {
-			env = append(env, envSoloMigrate+"="+migrated)
+	return b, nil
+}
+
+// seeds are the seeds run: two, or SHARDEDCACHE_LONG=1 for six; a
+// negative control runs the first only (one run shows the failure).
+func (c fleetCase) seeds() []uint64 {
+	s := []uint64{1, 2}
+	if os.Getenv("SHARDEDCACHE_LONG") == "1" {
+		s = []uint64{1, 2, 3, 4, 5, 6}
+	}
+	if c.protection != protected {
+		return s[:1]
+	}
+	return s
+}
+
+// judge fails t unless v is what c's protection must give.
+func (c fleetCase) judge(t *testing.T, v verdict) {
+	switch c.protection {
+	case protected:
+		if v != (verdict{}) {
+			t.Errorf("%+v; want 0 of each", v)
 		}
-		h.workers[id] = h.worker(id, env...)
-	}
-	time.Sleep(time.Second)
-	for id := 1; id <= 3; id++ {
-		if err := os.WriteFile(begin(id), nil, 0o644); err != nil {
-			t.Fatal(err)
+	case noLeases:
+		if v.lost+v.stale+v.stray == 0 {
+			t.Errorf("without member leases: %+v; want lost writes, stale reads or stray copies", v)
 		}
-		h.chaos("worker %d calls BeginClusterMove", id)
-		time.Sleep(1500 * time.Millisecond)
-	}
-	h.waitFor("the migration", func() bool { _, err := os.Stat(migrated); return err == nil })
-	if v := h.end(0); v.lost+v.stale == 0 {
-		t.Errorf("the control shows no lost write and no stale read (%+v): the check would not see what the fleet prevents", v)
+		t.Logf("without member leases: %d lost or resurrected, %d stale reads, %d stray copies", v.lost, v.stale, v.stray)
+	case noFleet:
+		if v.lost+v.stale == 0 {
+			t.Errorf("the control shows no lost write and no stale read (%+v): the check would not see what the fleet prevents", v)
+		}
 	}
 }
 
-// seeds are the seeds run: two, or SHARDEDCACHE_LONG=1 for six.
-func seeds() []uint64 {
-	if os.Getenv("SHARDEDCACHE_LONG") == "1" {
-		return []uint64{1, 2, 3, 4, 5, 6}
+func testFleet(t *testing.T, c fleetCase) {
+	if testing.Short() {
+		t.Skip("multi-process test")
 	}
-	return []uint64{1, 2}
+	b, err := c.validate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	endpoint := etcdtest.StartShared(t)
+	var cluster []*rediscluster.Node
+	if c.cluster {
+		cluster = startCluster(t)
+	}
+	for _, seed := range c.seeds() {
+		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
+			var setup fleetSetup
+			if c.cluster {
+				setup = clusterSetup(t, b, cluster)
+			} else {
+				setup = reshardSetup(t, b)
+			}
+			h := newHarness(t, endpoint, seed, b, c.protection, setup)
+			if c.protection == noFleet {
+				c.judge(t, soloRun(h))
+			} else {
+				c.judge(t, fleetRun(h))
+			}
+		})
+	}
 }
 
 // fleetSetup is what one run changes: the fleet's initial list and its
-// target, the destination server that hangs during the resumed migration,
-// and every server the check reads.
+// target, the destination server that hangs during the resumed migration
+// (nil: none), and every server the check reads.
 type fleetSetup struct {
 	initial, target []fleet.Shard
 	hung            *rediscluster.Node
 	places          []place
+	// owner is the name of the shard of target that owns key.
+	owner func(key string) string
 }
 
-// place is a server the check reads: a key there that it does not own at
-// the end is a stray copy.
+// place is a server the check reads, and the name of its shard: a key
+// there whose owner is another shard is a stray copy.
 type place struct {
-	addr string
-	owns func(key string) bool
+	shard, addr string
 }
 
-// reshardSetup: 3 new redis-servers -> the same and a fourth.
-func reshardSetup(t *testing.T) fleetSetup {
-	servers := startServers(t, 4)
-	s := fleetSetup{hung: servers[3]}
-	for i, n := range servers {
-		s.target = append(s.target, fleet.Shard{Name: string(rune('a' + i)), Addr: n.Addr})
-	}
-	s.initial = s.target[:3]
-	nodes := make([]ring.Node, len(s.target))
-	for i, sh := range s.target {
+// reshardSetup: 3 new servers of b -> the same and a fourth, which hangs
+// if b's servers may hang (server.node).
+func reshardSetup(t *testing.T, b fleetBackend) fleetSetup {
+	servers := b.start(t, 4)
+	s := fleetSetup{hung: servers[3].node}
+	nodes := make([]ring.Node, len(servers))
+	for i, sv := range servers {
+		sh := fleet.Shard{Name: string(rune('a' + i)), Addr: sv.addr}
+		s.target = append(s.target, sh)
+		s.places = append(s.places, place{sh.Name, sh.Addr})
 		nodes[i] = ring.Node{Name: sh.Name, Addr: sh.Addr}
 	}
+	s.initial = s.target[:3]
 	r, err := ring.New(nodes, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, n := range servers {
-		s.places = append(s.places, place{n.Addr, func(k string) bool { return s.target[r.Locate(k)].Addr == n.Addr }})
-	}
+	s.owner = func(key string) string { return s.target[r.Locate(key)].Name }
 	return s
 }
 
 // clusterSetup: 3 new redis-servers -> cluster, emptied first (an earlier
 // run's keys and the protocol's). A master of the cluster hangs.
-func clusterSetup(t *testing.T, cluster []*rediscluster.Node) fleetSetup {
-	servers := startServers(t, 3)
-	var seeds []string
-	s := fleetSetup{hung: cluster[0]}
-	for i, n := range servers {
-		s.initial = append(s.initial, fleet.Shard{Name: string(rune('a' + i)), Addr: n.Addr})
-		s.places = append(s.places, place{n.Addr, func(string) bool { return false }})
+func clusterSetup(t *testing.T, b fleetBackend, cluster []*rediscluster.Node) fleetSetup {
+	const name = "cluster"
+	s := fleetSetup{hung: cluster[0], owner: func(string) string { return name }}
+	for i, sv := range b.start(t, 3) {
+		s.initial = append(s.initial, fleet.Shard{Name: string(rune('a' + i)), Addr: sv.addr})
+		s.places = append(s.places, place{s.initial[i].Name, sv.addr})
 	}
+	var seeds []string
 	for _, n := range cluster {
 		c := goredis.NewClient(&goredis.Options{Addr: n.Addr})
 		err := c.FlushAll(context.Background()).Err()
@@ -468,9 +481,9 @@ func clusterSetup(t *testing.T, cluster []*rediscluster.Node) fleetSetup {
 			t.Fatal(err)
 		}
 		seeds = append(seeds, n.Addr)
-		s.places = append(s.places, place{n.Addr, func(string) bool { return true }}) // a node lists the keys of its slots
+		s.places = append(s.places, place{name, n.Addr}) // a node lists the keys of its slots
 	}
-	s.target = []fleet.Shard{{Name: "cluster", Addr: strings.Join(seeds, ","), Cluster: true}}
+	s.target = []fleet.Shard{{Name: name, Addr: strings.Join(seeds, ","), Cluster: true}}
 	return s
 }
 
@@ -479,17 +492,18 @@ func list(l []fleet.Shard) string { b, _ := json.Marshal(l); return string(b) }
 // harness is one run's processes, store and logs.
 type harness struct {
 	t       *testing.T
+	backend fleetBackend
 	setup   fleetSetup
 	dir     string
 	common  []string
 	store   *etcdstore.Store
 	workers map[int]*proc
-	killed  int // a worker killed (no exit to wait for), or 0
+	all     []*proc // every process started, for a time-out's report
 	events  []string
 	seed    uint64
 }
 
-func newHarness(t *testing.T, endpoint string, seed uint64, setup fleetSetup) *harness {
+func newHarness(t *testing.T, endpoint string, seed uint64, b fleetBackend, p protection, setup fleetSetup) *harness {
 	dir := t.TempDir()
 	prefix := fmt.Sprintf("/fleet-test/%d-%d", seed, time.Now().UnixNano())
 	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{endpoint}, DialTimeout: 2 * time.Second})
@@ -501,18 +515,30 @@ func newHarness(t *testing.T, endpoint string, seed uint64, setup fleetSetup) *h
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &harness{t: t, setup: setup, dir: dir, store: store, workers: map[int]*proc{}, seed: seed,
+	bare := map[bool]string{true: "1"}[p == noLeases]
+	return &harness{t: t, backend: b, setup: setup, dir: dir, store: store, workers: map[int]*proc{}, seed: seed,
 		common: []string{envEtcd + "=" + endpoint, envPrefix + "=" + prefix, envSeed + "=" + fmt.Sprint(seed),
-			envStopFile + "=" + filepath.Join(dir, "stop")}}
+			envStopFile + "=" + filepath.Join(dir, "stop"), envBackend + "=" + b.name(), envLeaseless + "=" + bare}}
 }
 
+func (h *harness) spawn(name string, env ...string) *proc {
+	p := spawn(h.t, name, append(slices.Clone(h.common), env...)...)
+	h.all = append(h.all, p)
+	return p
+}
+
+// worker starts worker id, on the initial list, with env added.
 func (h *harness) worker(id int, env ...string) *proc {
-	return spawn(h.t, fmt.Sprint("worker ", id), append(append(h.common, envRole+"=worker", envWorker+"="+fmt.Sprint(id),
-		envShards+"="+list(h.setup.initial), envLog+"="+filepath.Join(h.dir, fmt.Sprintf("w%d.log", id))), env...)...)
+	p := h.spawn(fmt.Sprint("worker ", id), append([]string{envRole + "=worker", envWorker + "=" + fmt.Sprint(id),
+		envShards + "=" + list(h.setup.initial), envLog + "=" + filepath.Join(h.dir, fmt.Sprintf("w%d.log", id))}, env...)...)
+	h.workers[id] = p
+	return p
 }
 
+// driver starts a driver of the change to the target: role "driver"
+// begins it, "resume" resumes it.
 func (h *harness) driver(role string) *proc {
-	return spawn(h.t, role, append(h.common, envRole+"="+role, envShards+"="+list(h.setup.target))...)
+	return h.spawn(role, envRole+"="+role, envShards+"="+list(h.setup.target))
 }
 
 func (h *harness) step() fleet.State {
@@ -523,11 +549,16 @@ func (h *harness) step() fleet.State {
 	return st
 }
 
+// waitFor waits until ok, at most 90 s; then it fails the test with the
+// state and every process's last output.
 func (h *harness) waitFor(what string, ok func() bool) {
 	h.t.Helper()
 	deadline := time.Now().Add(90 * time.Second)
 	for !ok() {
 		if time.Now().After(deadline) {
+			for _, p := range h.all {
+				h.t.Logf("%s:\n%s", p.name, tail(p.out.String(), 1500))
+			}
 			h.t.Fatalf("timed out waiting for %s; state %+v", what, h.step())
 		}
 		time.Sleep(20 * time.Millisecond)
@@ -538,8 +569,8 @@ func (h *harness) chaos(format string, args ...any) {
 	h.events = append(h.events, fmt.Sprintf(format, args...))
 }
 
-// end lets the workers run a second more, stops them, and checks the logs
-// and the servers.
+// end lets the workers run a second more, stops them (but killed, which
+// has no exit to wait for; 0: none), and checks the logs and the servers.
 func (h *harness) end(killed int) verdict {
 	time.Sleep(time.Second)
 	if err := os.WriteFile(filepath.Join(h.dir, "stop"), nil, 0o644); err != nil {
@@ -553,15 +584,17 @@ func (h *harness) end(killed int) verdict {
 			h.t.Errorf("worker %d: %v\n%s", id, err, tail(w.out.String(), 3000))
 		}
 	}
-	h.t.Logf("seed %d: events: %s", h.seed, strings.Join(h.events, "; "))
-	return check(h.t, h.dir, h.setup.places)
+	h.t.Logf("seed %d: %d chaos events: %s", h.seed, len(h.events), strings.Join(h.events, "; "))
+	return check(h.t, h.backend, h.dir, h.setup)
 }
 
-func fleetRun(t *testing.T, endpoint string, seed uint64, setup fleetSetup) {
-	h := newHarness(t, endpoint, seed, setup)
-	rng := rand.New(rand.NewPCG(seed, 99))
+// fleetRun runs the change from the initial list to the target by the
+// fleet's protocol under chaos, and returns the check's verdict.
+func fleetRun(h *harness) verdict {
+	t, setup := h.t, h.setup
+	rng := rand.New(rand.NewPCG(h.seed, 99))
 	for id := 1; id <= 3; id++ {
-		h.workers[id] = h.worker(id)
+		h.worker(id)
 	}
 	h.waitFor("the first state", func() bool { return h.step().Epoch > 0 })
 	time.Sleep(time.Second)
@@ -583,22 +616,24 @@ func fleetRun(t *testing.T, endpoint string, seed uint64, setup fleetSetup) {
 	killed := 1 + (paused % 3)
 	_ = h.workers[killed].cmd.Process.Kill()
 	h.chaos("SIGKILL worker %d", killed)
-	h.workers[4] = h.worker(4)
+	h.worker(4)
 	h.chaos("start worker 4 at step %s", h.step().Step)
 	time.Sleep(time.Duration(500+rng.IntN(1000)) * time.Millisecond)
 	_ = h.workers[paused].cmd.Process.Signal(syscall.SIGCONT)
 	h.chaos("SIGCONT worker %d", paused)
 	// Another process resumes the change; a destination server hangs
-	// while it migrates; a driver that fails is started again, as an
-	// operator would.
+	// while it migrates (if the setup has one); a driver that fails is
+	// started again, as an operator would.
 	var hung sync.WaitGroup
-	hung.Go(func() {
-		time.Sleep(time.Duration(300+rng.IntN(500)) * time.Millisecond)
-		setup.hung.Pause()
-		time.Sleep(1500 * time.Millisecond)
-		setup.hung.Continue()
-	})
-	h.chaos("SIGSTOP destination %s for 1.5 s during the resumed migration", setup.hung.Addr)
+	if setup.hung != nil {
+		hung.Go(func() {
+			time.Sleep(time.Duration(300+rng.IntN(500)) * time.Millisecond)
+			setup.hung.Pause()
+			time.Sleep(1500 * time.Millisecond)
+			setup.hung.Continue()
+		})
+		h.chaos("SIGSTOP destination %s for 1.5 s during the resumed migration", setup.hung.Addr)
+	}
 	for attempt := 0; h.step().Step != fleet.Stable; attempt++ {
 		if attempt == 20 {
 			t.Fatalf("the change did not end after %d resumes: state %+v", attempt, h.step())
@@ -613,9 +648,33 @@ func fleetRun(t *testing.T, endpoint string, seed uint64, setup fleetSetup) {
 	if final := h.step(); !slices.Equal(final.Shards, setup.target) {
 		t.Fatalf("final state %+v, want Stable over the target", final)
 	}
-	if v := h.end(killed); v != (verdict{}) {
-		t.Errorf("%+v; want 0 of each", v)
+	return h.end(killed)
+}
+
+// soloRun runs the cluster move without the fleet (noFleet): 3 workers,
+// each calls BeginClusterMove on its own, 1.5 s apart; the first runs the
+// migration. It returns the check's verdict.
+func soloRun(h *harness) verdict {
+	target := envSoloTarget + "=" + list(h.setup.target)
+	begin := func(id int) string { return filepath.Join(h.dir, fmt.Sprintf("begin-w%d", id)) }
+	migrated := filepath.Join(h.dir, "migrated")
+	for id := 1; id <= 3; id++ {
+		env := []string{target, envSoloBegin + "=" + begin(id)}
+		if id == 1 {
+			env = append(env, envSoloMigrate+"="+migrated)
+		}
+		h.worker(id, env...)
 	}
+	time.Sleep(time.Second)
+	for id := 1; id <= 3; id++ {
+		if err := os.WriteFile(begin(id), nil, 0o644); err != nil {
+			h.t.Fatal(err)
+		}
+		h.chaos("worker %d calls BeginClusterMove", id)
+		time.Sleep(1500 * time.Millisecond)
+	}
+	h.waitFor("the migration", func() bool { _, err := os.Stat(migrated); return err == nil })
+	return h.end(0)
 }
 
 func tail(s string, n int) string {
@@ -630,15 +689,17 @@ type verdict struct {
 	lost, stale, stray, marks int
 }
 
-// check reads the workers' logs and the servers, and checks them against
-// the model of a linearizable register per key with one writer; it logs
-// the first failures of each kind.
-func check(t *testing.T, dir string, places []place) verdict {
+// check reads the workers' logs in dir and the servers of setup (through
+// b), and checks them against the model of a linearizable register per
+// key with one writer. It logs the first violations of each kind and
+// returns their counts (the caller judges them).
+func check(t *testing.T, b fleetBackend, dir string, setup fleetSetup) verdict {
 	var v verdict
 	ops := map[string][]op{} // key -> its writes, in order
 	var reads []op
 	files, _ := filepath.Glob(filepath.Join(dir, "w*.log"))
 	var total, failed int
+	causes := map[string]int{} // the failures' errors, without addresses and keys
 	for _, name := range files {
 		f, err := os.Open(name)
 		if err != nil {
@@ -658,6 +719,7 @@ func check(t *testing.T, dir string, places []place) verdict {
 					reads = append(reads, o)
 				} else {
 					failed++
+					causes[cause(o.Err)]++
 				}
 			case o.End == 0:
 				open[o.Key] = len(ops[o.Key])
@@ -666,6 +728,7 @@ func check(t *testing.T, dir string, places []place) verdict {
 				total++
 				if !o.OK {
 					failed++
+					causes[cause(o.Err)]++
 				}
 				ops[o.Key][open[o.Key]] = o
 			}
@@ -673,33 +736,25 @@ func check(t *testing.T, dir string, places []place) verdict {
 		f.Close()
 	}
 	// The servers' content, read without the client: every key on the
-	// server that owns it under the target, nothing else.
+	// server of the shard that owns it under the target, nothing else.
 	final := map[string]string{}
-	for _, p := range places {
-		c := goredis.NewClient(&goredis.Options{Addr: p.addr})
-		keys, err := c.Keys(context.Background(), "*").Result()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, k := range keys {
-			if strings.HasPrefix(k, "__shardedcache:") {
-				continue
-			}
-			if !p.owns(k) {
+	for _, p := range setup.places {
+		keys, marks := b.content(t, p.addr)
+		for k, val := range keys {
+			if owner := setup.owner(k); owner != p.shard {
 				if v.stray++; v.stray <= 10 {
-					t.Logf("stray copy: %s on %s", k, p.addr)
+					t.Logf("stray copy: %s on %s (%s), owned by %s", k, p.addr, p.shard, owner)
 				}
 				continue
 			}
-			final[k], _ = c.Get(context.Background(), k).Result()
+			if val != nil {
+				final[k] = *val
+			}
 		}
-		// (A cluster node that does not serve the marks' slot answers
-		// MOVED: no marks there.)
-		if n, _ := c.HLen(context.Background(), "__shardedcache:moving").Result(); n != 0 {
-			v.marks += int(n)
-			t.Logf("%d move marks left on %s", n, p.addr)
+		if marks != 0 {
+			v.marks += marks
+			t.Logf("%d move marks left on %s", marks, p.addr)
 		}
-		c.Close()
 	}
 	// value of a write: its value, or nil for a delete.
 	value := func(o op) *string {
@@ -736,7 +791,8 @@ func check(t *testing.T, dir string, places []place) verdict {
 	for _, rd := range reads {
 		if !slices.ContainsFunc(allowed(rd.Key, rd.Start, rd.End), func(v *string) bool { return same(v, rd.Val) }) {
 			if v.stale++; v.stale <= 10 {
-				t.Logf("stale read of %s: got %v at [%d, %d]; allowed %v", rd.Key, deref(rd.Val), rd.Start, rd.End, derefs(allowed(rd.Key, rd.Start, rd.End)))
+				t.Logf("stale read of %s: got %v at [%d, %d]; allowed %v; its writes: %s", rd.Key, deref(rd.Val), rd.Start, rd.End,
+					derefs(allowed(rd.Key, rd.Start, rd.End)), writes(ops[rd.Key], rd.End))
 			}
 		}
 	}
@@ -752,12 +808,34 @@ func check(t *testing.T, dir string, places []place) verdict {
 			}
 		}
 	}
+	t.Logf("failures by cause: %v", causes)
 	t.Logf("%d operations (%d failed or unknown), %d reads checked, %d keys: %d lost or resurrected, %d stale reads, %d stray copies, %d move marks left",
 		total, failed, len(reads), len(ops), v.lost, v.stale, v.stray, v.marks)
 	if total == 0 || len(reads) == 0 {
 		t.Error("no operations logged")
 	}
 	return v
+}
+
+// cause is err without what varies between failures of one kind: its
+// text up to the first address or quoted key, at most 80 bytes.
+func cause(err string) string {
+	if i := strings.IndexAny(err, "\"("); i >= 0 {
+		err = err[:i]
+	}
+	return err[:min(len(err), 80)]
+}
+
+// writes describes the writes of ws that started before end, the last
+// five, relative to end (ms).
+func writes(ws []op, end int64) string {
+	var out []string
+	for _, w := range ws {
+		if w.Start < end {
+			out = append(out, fmt.Sprintf("%s %s [%.1f, %.1f] ok=%v %s", w.Op, deref(w.Val), float64(w.Start-end)/1e6, float64(w.End-end)/1e6, w.OK, w.Err))
+		}
+	}
+	return strings.Join(out[max(0, len(out)-5):], "; ")
 }
 
 func deref(v *string) string {
@@ -773,4 +851,29 @@ func derefs(vs []*string) []string {
 		out[i] = deref(v)
 	}
 	return out
+}
+
+// TestFleetCaseValidate: the harness refuses the cases it cannot run, by
+// name, and accepts the five it runs.
+func TestFleetCaseValidate(t *testing.T) {
+	for c, want := range map[fleetCase]string{
+		{backend: "redis"}:                                     "",
+		{backend: "memcache"}:                                  "",
+		{backend: "memcache", protection: noLeases}:            "",
+		{backend: "redis", cluster: true}:                      "",
+		{backend: "redis", cluster: true, protection: noFleet}: "",
+		{backend: "etcd"}:                                      `backend "etcd": want one of redis, memcache`,
+		{backend: "memcache", cluster: true}:                   `backend "memcache": a Redis Cluster target is redis's only`,
+		{backend: "redis", protection: noLeases}:               `backend "redis": noLeases is memcache's only (redis has fences)`,
+		{backend: "redis", protection: noFleet}:                "noFleet needs the Redis Cluster target (its workers call BeginClusterMove)",
+		{backend: "redis", protection: protection(7)}:          "protection 7: want protected, noLeases or noFleet",
+	} {
+		b, err := c.validate()
+		switch {
+		case want == "" && (err != nil || b.name() != c.backend):
+			t.Errorf("%+v: %v, %v; want the backend %s", c, b, err, c.backend)
+		case want != "" && (err == nil || err.Error() != want):
+			t.Errorf("%+v: %v; want %q", c, err, want)
+		}
+	}
 }
