@@ -193,28 +193,25 @@ func (s *serverSide) move(ctx context.Context, v *view, keys []shardcore.MovingK
 		}
 		return err != nil
 	})
-	// Each key's absolute expiry, read first: the transaction's reply may
-	// be lost. (The keys are locked: it can only run out meanwhile.)
-	reads := make([]*goredis.IntCmd, len(keys))
-	groups := make([][]goredis.Cmder, v.Len())
-	for i, k := range keys {
-		reads[i] = goredis.NewIntCmd(ctx, "pexpiretime", k.Key)
-		groups[k.From] = append(groups[k.From], reads[i])
-	}
-	execGroups(ctx, v, groups)
-	var read []shardcore.MovingKey
-	var expiry []int64 // of each key of read
-	for i, k := range keys {
-		if err := reads[i].Err(); err != nil {
-			fail(k, err)
-		} else {
-			read, expiry = append(read, k), append(expiry, reads[i].Val())
+	// The barrier is held until the keys are settled: the old owners must
+	// not start another MIGRATE meanwhile (nor be busy with one while
+	// their keys' expiries are read).
+	type pair struct{ from, to int }
+	var edges [][2]string // the servers each MIGRATE goes from and to
+	seen := map[pair]bool{}
+	for _, k := range keys {
+		if p := (pair{k.From, k.To}); !seen[p] {
+			seen[p] = true
+			edges = append(edges, [2]string{srv(p.from), srv(p.to)})
 		}
 	}
-	keys = read
+	s.enter(edges)
+	defer s.leave(edges)
+	// Each key's absolute expiry, read first: the transaction's reply may
+	// be lost. (The keys are locked: it can only run out meanwhile.)
+	keys, expiry := s.expiries(ctx, v, keys, fail)
 	// One MIGRATE per pair of owners, after the EXISTS, in one transaction
 	// per old owner.
-	type pair struct{ from, to int }
 	migs := map[pair]*goredis.StatusCmd{}
 	txs := make([][]goredis.Cmder, v.Len()) // by old owner
 	exists := make([]*goredis.IntCmd, len(keys))
@@ -229,17 +226,11 @@ func (s *serverSide) move(ctx context.Context, v *view, keys []shardcore.MovingK
 		}
 		pairKeys[p] = append(pairKeys[p], k.Key)
 	}
-	var edges [][2]string // the servers each MIGRATE goes from and to
 	for _, p := range order {
-		edges = append(edges, [2]string{srv(p.from), srv(p.to)})
 		args := append(append(append([]any{"migrate"}, s.target[v.ID(p.to)]...), "keys"), pairKeys[p]...)
 		migs[p] = goredis.NewStatusCmd(ctx, args...)
 		txs[p.from] = append(txs[p.from], migs[p])
 	}
-	// The barrier is held until the keys are settled: the old owners must
-	// not start another MIGRATE meanwhile.
-	s.enter(edges)
-	defer s.leave(edges)
 	for from, tx := range txs {
 		if len(tx) == 0 {
 			continue
@@ -314,6 +305,57 @@ func (s *serverSide) move(ctx context.Context, v *view, keys []shardcore.MovingK
 	}
 	s.keepExpiry(ctx, v, keys, expiry, landed, &counts, fail)
 	return counts
+}
+
+// expiries reads each key's absolute expiry on its old owner
+// (PEXPIRETIME, Unix ms; -1 none), and returns the keys read and their
+// expiries; a key whose read fails is failed, unsent. A read whose reply is
+// lost (the old owner busy) is tried again once the old owner answers.
+func (s *serverSide) expiries(ctx context.Context, v *view, keys []shardcore.MovingKey, fail func(shardcore.MovingKey, error)) ([]shardcore.MovingKey, []int64) {
+	reads := make([]*goredis.IntCmd, len(keys))
+	read := func(which []int) {
+		groups := make([][]goredis.Cmder, v.Len())
+		for _, i := range which {
+			reads[i] = goredis.NewIntCmd(ctx, "pexpiretime", keys[i].Key)
+			groups[keys[i].From] = append(groups[keys[i].From], reads[i])
+		}
+		execGroups(ctx, v, groups)
+	}
+	read(indices(len(keys)))
+	var again []int
+	answered := map[int]bool{} // by old owner: it answered after a lost reply
+	for i, k := range keys {
+		if err := reads[i].Err(); err != nil && !isReplyError(err) {
+			if _, asked := answered[k.From]; !asked {
+				answered[k.From] = awaitAnswer(ctx, v.Client(k.From))
+			}
+			if answered[k.From] {
+				again = append(again, i)
+			}
+		}
+	}
+	if len(again) > 0 {
+		read(again)
+	}
+	var kept []shardcore.MovingKey
+	var expiry []int64
+	for i, k := range keys {
+		if err := reads[i].Err(); err != nil {
+			fail(k, err)
+		} else {
+			kept, expiry = append(kept, k), append(expiry, reads[i].Val())
+		}
+	}
+	return kept, expiry
+}
+
+// indices returns 0, 1, ..., n-1.
+func indices(n int) []int {
+	out := make([]int, n)
+	for i := range out {
+		out[i] = i
+	}
+	return out
 }
 
 // settle finds where each key of keys[left] is after a MIGRATE or a
