@@ -206,3 +206,45 @@ func TestAttackFleetBadTargetStuck(t *testing.T) {
 		t.Errorf("%d of %d keys cannot be read after the failed change", moving, len(keys))
 	}
 }
+
+// TestAttackFleetMemcacheIntoCluster: a memcache fleet "resharded" to one
+// shard marked as a Redis Cluster (fleet.Shard.Cluster, a memcached's
+// address: a wrong list) must be refused; the fleet must stay reshardable.
+func TestAttackFleetMemcacheIntoCluster(t *testing.T) {
+	servers := []*fixtures.MCServer{fixtures.StartRealMemcached(t), fixtures.StartRealMemcached(t)}
+	opts, c := fixtures.NamedMemcache(t, servers, 1)
+	store := &fleet.MemStore{}
+	m, err := c.JoinFleet(ctx, store, fleet.MemberOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	st, err := fleet.Reshard(ctx, store, c.FleetBackend(), []fleet.Shard{{Name: opts[1].Name, Addr: opts[1].Addr, Cluster: true}}, fleet.DriverOptions{})
+	if err == nil {
+		t.Errorf("a memcache fleet into a Redis Cluster shard: %+v, nil error", st)
+	}
+	two := []fleet.Shard{{Name: opts[0].Name, Addr: opts[0].Addr}, {Name: opts[1].Name, Addr: opts[1].Addr}}
+	if st, err := fleet.Reshard(ctx, store, c.FleetBackend(), two, fleet.DriverOptions{}); err != nil {
+		t.Errorf("the fleet resharded to two servers after that: %+v, %v", st, err)
+	}
+}
+
+// TestAttackFleetJoinTwice: one client joined to a fleet twice is two
+// members sharing one lease gate: closing one takes the gate's lease away,
+// and the client then refuses nothing while the other member's lease may
+// run out. The second JoinFleet must fail.
+func TestAttackFleetJoinTwice(t *testing.T) {
+	servers := []*fixtures.MCServer{fixtures.StartRealMemcached(t)}
+	_, c := fixtures.NamedMemcache(t, servers, 1)
+	store := &fleet.MemStore{}
+	m1, err := c.JoinFleet(ctx, store, fleet.MemberOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m1.Close()
+	m2, err := c.JoinFleet(ctx, store, fleet.MemberOptions{})
+	if err == nil {
+		m2.Close()
+		t.Error("JoinFleet of a client already in a fleet: nil error")
+	}
+}
