@@ -29,11 +29,13 @@ import (
 // wakes up.
 func TestReshardHungDestination(t *testing.T) {
 	for _, serverSide := range []bool{false, true} {
-		t.Run(fmt.Sprintf("ServerSide=%v", serverSide), func(t *testing.T) { hungDestination(t, serverSide) })
+		t.Run(fmt.Sprintf("ServerSide=%v", serverSide), func(t *testing.T) { hungShard(t, serverSide, 3, 2*time.Second) })
 	}
 }
 
-func hungDestination(t *testing.T, serverSide bool) {
+// hungShard is TestReshardHungDestination with shard victim (0-2: an old
+// owner, 3: the new one) hung for hang.
+func hungShard(t *testing.T, serverSide bool, victim int, hang time.Duration) {
 	bin := fixtures.RealRedisBin(t)
 	procs := make([]*fixtures.RedisProc, 4)
 	opts := make([]shardedredis.ShardOptions, 4)
@@ -110,9 +112,9 @@ func hungDestination(t *testing.T, serverSide bool) {
 	hung := make(chan struct{})
 	go func() {
 		time.Sleep(150 * time.Millisecond)
-		_ = procs[3].Cmd.Process.Signal(syscall.SIGSTOP)
-		time.Sleep(2 * time.Second)
-		_ = procs[3].Cmd.Process.Signal(syscall.SIGCONT)
+		_ = procs[victim].Cmd.Process.Signal(syscall.SIGSTOP)
+		time.Sleep(hang)
+		_ = procs[victim].Cmd.Process.Signal(syscall.SIGCONT)
 		close(hung)
 	}()
 	err = m.Run(ctx)
