@@ -74,4 +74,3 @@ func mcFleetInMoving(t *testing.T, prefix string, n int) (a, b *shardedmc.Sharde
 	}
 	return a, b, moving, servers, finish
 }
-
