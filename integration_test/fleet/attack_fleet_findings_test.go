@@ -1,7 +1,7 @@
 //go:build attackfindings
 
 // Failing attacks (findings), left out of the default build so that the
-// tree stays green: go test -tags attackfindings -run TestAttackFleetReservedPrefix ./integration_test/fleet/
+// tree stays green: go test -tags attackfindings -run "TestAttackFleetReservedPrefix|TestAttackFleetBadClusterTargetStuck" ./integration_test/fleet/
 
 package fleet_test
 
@@ -37,5 +37,20 @@ func TestAttackFleetReservedPrefix(t *testing.T) {
 	}
 	if lost > 0 {
 		t.Errorf("%d of %d acknowledged writes of keys with the prefix __shardedcache: lost in the resharding", lost, n)
+	}
+}
+
+// TestAttackFleetBadClusterTargetStuck: a Redis fleet "moved into a
+// cluster" whose seed is a plain redis-server (a typo in the list). The
+// move fails, as it must (DropStale: cluster support disabled); the fleet
+// must then be able to call the change off (Reshard back to its list) or
+// change to a corrected target, not stay in Preparing for ever.
+func TestAttackFleetBadClusterTargetStuck(t *testing.T) {
+	list, c, store := fixtures.AttackFleetJoined(t, 2, "bc:", 20)
+	backend := c.FleetBackend(shardedredis.MigrateOptions{})
+	st, err := fleet.Reshard(ctx, store, backend, []fleet.Shard{{Name: "cl", Addr: list[1].Addr, Cluster: true}}, fleet.DriverOptions{})
+	t.Logf("into a plain server marked as a cluster: %v (%s, epoch %d)", err, st.Step, st.Epoch)
+	if st, err := fleet.Reshard(ctx, store, backend, list, fleet.DriverOptions{}); err != nil || st.Step != fleet.Stable {
+		t.Errorf("calling the change off: %+v, %v", st, err)
 	}
 }
