@@ -33,3 +33,37 @@ func TestAttackFleetTinyLeaseTTL(t *testing.T) {
 		t.Errorf("Set after the refused joins: %v", err)
 	}
 }
+
+// TestAttackFleetNegativeDurations: a negative member lease, retry
+// interval or driver lock TTL was taken silently as the default; each is
+// now an error naming the option and its value, and nothing is joined or
+// stored.
+func TestAttackFleetNegativeDurations(t *testing.T) {
+	servers := []*fixtures.MCServer{fixtures.StartRealMemcached(t)}
+	_, c := fixtures.NamedMemcache(t, servers, 1)
+	store := &fleet.MemStore{}
+	for name, opt := range map[string]fleet.MemberOptions{
+		"MemberOptions.LeaseTTL -1s":       {LeaseTTL: -time.Second},
+		"MemberOptions.RetryInterval -1ms": {RetryInterval: -time.Millisecond},
+	} {
+		if m, err := c.JoinFleet(ctx, store, opt); err == nil || !strings.Contains(err.Error(), name) {
+			if m != nil {
+				m.Close()
+			}
+			t.Errorf("JoinFleet with %s: %v; want an error naming it", name, err)
+		}
+	}
+	if _, rev, err := store.Load(ctx); err != nil || rev != 0 {
+		t.Errorf("the store after the refused joins: revision %d, %v; want empty", rev, err)
+	}
+	m, err := c.JoinFleet(ctx, store, fleet.MemberOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	st, _, _ := store.Load(ctx)
+	_, err = fleet.Reshard(ctx, store, c.FleetBackend(), st.Shards, fleet.DriverOptions{LockTTL: -time.Second})
+	if err == nil || !strings.Contains(err.Error(), "DriverOptions.LockTTL -1s") {
+		t.Errorf("Reshard with LockTTL -1s: %v; want an error naming it", err)
+	}
+}
