@@ -15,7 +15,8 @@ import (
 type DriverOptions struct {
 	// LockTTL is the lease of the driver lock (Store.Lock): if this
 	// process stops renewing it for that long (a crash, a pause), another
-	// driver may take over with Resume. 0 means 10 s.
+	// driver may take over with Resume. 0 means 10 s, a negative one is
+	// an error.
 	LockTTL time.Duration
 	// Progress, when not nil, receives the migration's progress.
 	Progress func(Progress)
@@ -73,7 +74,10 @@ func drive(ctx context.Context, store Store, backend Backend, target []Shard, op
 	if store == nil || backend == nil {
 		return State{}, fmt.Errorf("fleet: nil store (%v) or backend (%v)", store == nil, backend == nil)
 	}
-	if opt.LockTTL <= 0 {
+	if err := nonNegative("Reshard", "DriverOptions.LockTTL", opt.LockTTL); err != nil {
+		return State{}, err
+	}
+	if opt.LockTTL == 0 {
 		opt.LockTTL = 10 * time.Second
 	}
 	lease, err := store.Lock(ctx, opt.LockTTL)
@@ -191,4 +195,13 @@ func newChangeID() string {
 	var b [8]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
 	return hex.EncodeToString(b[:])
+}
+
+// nonNegative returns an error naming option and its value d when d is
+// negative (0 means the option's default).
+func nonNegative(fn, option string, d time.Duration) error {
+	if d < 0 {
+		return fmt.Errorf("fleet: %s: %s %v, want 0 (the default) or more", fn, option, d)
+	}
+	return nil
 }

@@ -91,7 +91,7 @@ type MemberOptions struct {
 	// leaves an empty store empty, and Join returns ErrNoState.
 	Initial []Shard
 	// RetryInterval is the wait before a failed Apply or a broken watch
-	// is tried again; 0 means 500 ms.
+	// is tried again; 0 means 500 ms, a negative one is an error.
 	RetryInterval time.Duration
 	// OnError, when not nil, is called with each failure to apply a
 	// state or to watch the store (the member retries them).
@@ -104,7 +104,7 @@ type MemberOptions struct {
 	// driver waits for a member that stopped renewing (crashed, paused,
 	// cut off from the store) before it goes on without it, and how long
 	// this process keeps serving when it cannot reach the store. 0
-	// means 5 s.
+	// means 5 s, a negative one is an error.
 	LeaseTTL time.Duration
 }
 
@@ -121,10 +121,16 @@ func Join(ctx context.Context, store Store, backend Backend, opt MemberOptions) 
 	if store == nil || backend == nil {
 		return nil, fmt.Errorf("fleet: Join: nil store (%v) or backend (%v)", store == nil, backend == nil)
 	}
-	if opt.RetryInterval <= 0 {
+	if err := nonNegative("Join", "MemberOptions.RetryInterval", opt.RetryInterval); err != nil {
+		return nil, err
+	}
+	if err := nonNegative("Join", "MemberOptions.LeaseTTL", opt.LeaseTTL); err != nil {
+		return nil, err
+	}
+	if opt.RetryInterval == 0 {
 		opt.RetryInterval = 500 * time.Millisecond
 	}
-	if opt.LeaseTTL <= 0 {
+	if opt.LeaseTTL == 0 {
 		opt.LeaseTTL = 5 * time.Second
 	}
 	if opt.ID == "" {

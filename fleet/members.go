@@ -63,13 +63,14 @@ type memMember struct {
 }
 
 // Register implements Store: the registration expires ttl after its last
-// renewal; the lease renews itself every ttl/3 until Close.
+// renewal; the lease renews itself every ttl/3 until Close. A ttl under
+// a millisecond is an error naming it.
 func (m *MemStore) Register(ctx context.Context, id string, ttl time.Duration) (MemberLease, error) {
 	if err := CheckMemberID(id); err != nil {
 		return nil, err
 	}
-	if ttl <= 0 {
-		return nil, fmt.Errorf("fleet: register member %q: ttl %v, want > 0", id, ttl)
+	if ttl < time.Millisecond {
+		return nil, fmt.Errorf("fleet: register member %q: ttl %v, want at least 1ms", id, ttl)
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err

@@ -29,16 +29,32 @@ import (
 // wakes up.
 func TestReshardHungDestination(t *testing.T) {
 	for _, serverSide := range []bool{false, true} {
-		t.Run(fmt.Sprintf("ServerSide=%v", serverSide), func(t *testing.T) { hungDestination(t, serverSide) })
+		t.Run(fmt.Sprintf("ServerSide=%v", serverSide), func(t *testing.T) { hungShard(t, serverSide, 3, nil, hangFor(2*time.Second)) })
 	}
 }
 
-func hungDestination(t *testing.T, serverSide bool) {
+// hangFor hangs a server (SIGSTOP) for d.
+func hangFor(d time.Duration) func(*fixtures.RedisProc) {
+	return func(p *fixtures.RedisProc) {
+		_ = p.Cmd.Process.Signal(syscall.SIGSTOP)
+		time.Sleep(d)
+		_ = p.Cmd.Process.Signal(syscall.SIGCONT)
+	}
+}
+
+// hungShard is TestReshardHungDestination with shard victim (0-2: an old
+// owner, 3: the new one), started with the extra arguments, disrupted by
+// disrupt 150 ms into the migration.
+func hungShard(t *testing.T, serverSide bool, victim int, extra []string, disrupt func(*fixtures.RedisProc)) {
 	bin := fixtures.RealRedisBin(t)
 	procs := make([]*fixtures.RedisProc, 4)
 	opts := make([]shardedredis.ShardOptions, 4)
 	for i := range procs {
-		procs[i] = fixtures.StartRedisProc(t, bin, "")
+		var args []string
+		if i == victim {
+			args = extra
+		}
+		procs[i] = fixtures.StartRedisProc(t, bin, "", args...)
 		opts[i] = shardedredis.ShardOptions{Name: fmt.Sprintf("s%d", i), Addr: procs[i].Addr}
 	}
 	rdb, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: opts[:3], Options: &goredis.Options{
@@ -110,9 +126,7 @@ func hungDestination(t *testing.T, serverSide bool) {
 	hung := make(chan struct{})
 	go func() {
 		time.Sleep(150 * time.Millisecond)
-		_ = procs[3].Cmd.Process.Signal(syscall.SIGSTOP)
-		time.Sleep(2 * time.Second)
-		_ = procs[3].Cmd.Process.Signal(syscall.SIGCONT)
+		disrupt(procs[victim])
 		close(hung)
 	}()
 	err = m.Run(ctx)
