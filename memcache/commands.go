@@ -58,6 +58,9 @@ func (c *ShardedClient) GetAndTouch(key string, expiration int32) (*memcache.Ite
 // first (see above).
 func (c *ShardedClient) GetAndTouchContext(ctx context.Context, key string, expiration int32) (*memcache.Item, error) {
 	return onKey(ctx, c, "GetAndTouch", key, func(m *memcache.Client, t casIDs) (*memcache.Item, error) {
+		if c.tombstoned(m, t) {
+			return nil, memcache.ErrCacheMiss
+		}
 		it, err := m.GetAndTouch(key, expiration)
 		if IsTombstone(it) {
 			return nil, memcache.ErrCacheMiss
@@ -83,7 +86,12 @@ func (c *ShardedClient) Add(item *memcache.Item) error {
 
 // AddContext is Add, failing with ctx.Err() if ctx ends first (see above).
 func (c *ShardedClient) AddContext(ctx context.Context, item *memcache.Item) error {
-	return onItem(ctx, c, "Add", item, (*memcache.Client).Add)
+	return onItem(ctx, c, "Add", item, func(m *memcache.Client, item *memcache.Item) error {
+		if c.fleet.on.Load() {
+			return addOverTombstone(m, item)
+		}
+		return m.Add(item)
+	})
 }
 
 // Replace writes item if its key holds a value; memcache.ErrNotStored if not.
@@ -94,7 +102,7 @@ func (c *ShardedClient) Replace(item *memcache.Item) error {
 // ReplaceContext is Replace, failing with ctx.Err() if ctx ends first (see
 // above).
 func (c *ShardedClient) ReplaceContext(ctx context.Context, item *memcache.Item) error {
-	return onItem(ctx, c, "Replace", item, (*memcache.Client).Replace)
+	return onExisting(ctx, c, "Replace", item, memcache.ErrNotStored, (*memcache.Client).Replace)
 }
 
 // Append appends item's value to the value of its key, if there is one;
@@ -106,7 +114,7 @@ func (c *ShardedClient) Append(item *memcache.Item) error {
 // AppendContext is Append, failing with ctx.Err() if ctx ends first (see
 // above).
 func (c *ShardedClient) AppendContext(ctx context.Context, item *memcache.Item) error {
-	return onItem(ctx, c, "Append", item, (*memcache.Client).Append)
+	return onExisting(ctx, c, "Append", item, memcache.ErrNotStored, (*memcache.Client).Append)
 }
 
 // Prepend prepends item's value to the value of its key, if there is one;
@@ -118,7 +126,7 @@ func (c *ShardedClient) Prepend(item *memcache.Item) error {
 // PrependContext is Prepend, failing with ctx.Err() if ctx ends first (see
 // above).
 func (c *ShardedClient) PrependContext(ctx context.Context, item *memcache.Item) error {
-	return onItem(ctx, c, "Prepend", item, (*memcache.Client).Prepend)
+	return onExisting(ctx, c, "Prepend", item, memcache.ErrNotStored, (*memcache.Client).Prepend)
 }
 
 // CompareAndSwap writes item, got earlier by Get, if its value was not
@@ -174,7 +182,9 @@ func (c *ShardedClient) Touch(key string, seconds int32) error {
 
 // TouchContext is Touch, failing with ctx.Err() if ctx ends first (see above).
 func (c *ShardedClient) TouchContext(ctx context.Context, key string, seconds int32) error {
-	return onKeyErr(ctx, c, "Touch", key, func(m *memcache.Client) error { return m.Touch(key, seconds) })
+	return onExisting(ctx, c, "Touch", &memcache.Item{Key: key}, memcache.ErrCacheMiss, func(m *memcache.Client, _ *memcache.Item) error {
+		return m.Touch(key, seconds)
+	})
 }
 
 // Increment adds delta to the decimal value of key and returns the new
@@ -186,7 +196,12 @@ func (c *ShardedClient) Increment(key string, delta uint64) (uint64, error) {
 // IncrementContext is Increment, failing with ctx.Err() if ctx ends first
 // (see above).
 func (c *ShardedClient) IncrementContext(ctx context.Context, key string, delta uint64) (uint64, error) {
-	return onKey(ctx, c, "Increment", key, func(m *memcache.Client, _ casIDs) (uint64, error) { return m.Increment(key, delta) })
+	return onKey(ctx, c, "Increment", key, func(m *memcache.Client, t casIDs) (uint64, error) {
+		if c.tombstoned(m, t) {
+			return 0, memcache.ErrCacheMiss
+		}
+		return m.Increment(key, delta)
+	})
 }
 
 // Decrement subtracts delta from the decimal value of key, stopping at 0,
@@ -198,7 +213,12 @@ func (c *ShardedClient) Decrement(key string, delta uint64) (uint64, error) {
 // DecrementContext is Decrement, failing with ctx.Err() if ctx ends first
 // (see above).
 func (c *ShardedClient) DecrementContext(ctx context.Context, key string, delta uint64) (uint64, error) {
-	return onKey(ctx, c, "Decrement", key, func(m *memcache.Client, _ casIDs) (uint64, error) { return m.Decrement(key, delta) })
+	return onKey(ctx, c, "Decrement", key, func(m *memcache.Client, t casIDs) (uint64, error) {
+		if c.tombstoned(m, t) {
+			return 0, memcache.ErrCacheMiss
+		}
+		return m.Decrement(key, delta)
+	})
 }
 
 // GetMulti gets many keys: it splits them by shard and asks the shards in
@@ -383,6 +403,19 @@ func (k *keyCall[T]) run(ctx context.Context) (T, error) {
 // CAS token.
 func onKeyErr(ctx context.Context, c *ShardedClient, name, key string, op func(*memcache.Client) error) error {
 	_, err := onKey(ctx, c, name, key, func(m *memcache.Client, _ casIDs) (struct{}, error) { return struct{}{}, op(m) })
+	return err
+}
+
+// onExisting is onItem for a call that acts on the key's value: on a
+// fleet's tombstone it fails with absent, memcached's answer for a key that
+// holds nothing (see tombstoned).
+func onExisting(ctx context.Context, c *ShardedClient, name string, item *memcache.Item, absent error, op func(*memcache.Client, *memcache.Item) error) error {
+	_, err := onKey(ctx, c, name, item.Key, func(m *memcache.Client, t casIDs) (struct{}, error) {
+		if c.tombstoned(m, t) {
+			return struct{}{}, absent
+		}
+		return struct{}{}, op(m, item)
+	})
 	return err
 }
 

@@ -127,12 +127,14 @@
 // (see TombstoneFlags: that flags-and-value pair is reserved) rather than
 // deleting, so that a move racing with it cannot bring the value back. The
 // driver's migration lists the old owners' keys (lru_crawler metadump).
-// Get, GetAndTouch and GetMulti read a tombstone as a miss and Set
-// overwrites it; a Delete during the change reports memcache.ErrCacheMiss
-// for it, one after the change removes it and returns nil. The other
-// calls see it as an item for its TombstoneTTL seconds (Add fails with
-// ErrNotStored; Replace, Append and Touch succeed on it; Increment fails
-// on its value).
+// A tombstone is a key that holds nothing: Get, GetAndTouch and GetMulti
+// read it as a miss, Set overwrites it, Add replaces it (compare-and-swap),
+// Append, Prepend and Replace fail with memcache.ErrNotStored and Touch,
+// Increment and Decrement with memcache.ErrCacheMiss, sending nothing more;
+// an Append or Prepend that races with the Delete lands on it and is read as
+// deleted after it. A Delete during the change reports
+// memcache.ErrCacheMiss for it; one after the change removes it. Its
+// flags, TombstoneFlags, are reserved.
 // Beyond a change, memcached's own limits stay: an evicted value is a
 // miss, and a write the client stopped waiting for (a hung server) may
 // land after a later write of the same key.

@@ -54,13 +54,49 @@ const (
 	TombstoneValue = "shardedcache:deleted"
 )
 
-// IsTombstone reports whether it is a tombstone (see TombstoneFlags).
-func IsTombstone(it *memcache.Item) bool {
-	return it != nil && it.Flags == TombstoneFlags && string(it.Value) == TombstoneValue
+// IsTombstone reports whether it is a tombstone: its flags are
+// TombstoneFlags (whatever its value: an Append or Prepend that raced with
+// the Delete keeps the flags, and the key stays deleted).
+func IsTombstone(it *memcache.Item) bool { return it != nil && it.Flags == TombstoneFlags }
+
+func isTombstoneMeta(it mcmeta.Item) bool { return it.Flags == TombstoneFlags }
+
+// tombstoned reports whether key, on its owner m, holds a fleet's
+// tombstone: only a moving key in a fleet's Moving step can. A call that
+// acts on the key's value (Append, Prepend, Replace, Touch, GetAndTouch,
+// Increment, Decrement) then answers as memcached does for a key that holds
+// nothing, sending nothing more: it would otherwise land on the tombstone
+// (a value nobody wrote, or a tombstone that never expires). One that
+// races with the Delete lands on it and is read as deleted after it.
+func (c *ShardedClient) tombstoned(m *memcache.Client, t casIDs) bool {
+	if !c.fleet.on.Load() || !t.v.Moving() || !moving(t.v, t.key) {
+		return false
+	}
+	it, err := m.Get(t.key)
+	return err == nil && IsTombstone(it)
 }
 
-func isTombstoneMeta(it mcmeta.Item) bool {
-	return it.Flags == TombstoneFlags && string(it.Value) == TombstoneValue
+// addOverTombstone is Add of item on its owner m for a fleet: an Add that
+// finds a tombstone (the key deleted during the change) replaces it if it is
+// still the same item (compare-and-swap), as an Add on an absent key does;
+// memcache.ErrNotStored otherwise.
+func addOverTombstone(m *memcache.Client, item *memcache.Item) error {
+	err := m.Add(item)
+	if !errors.Is(err, memcache.ErrNotStored) {
+		return err
+	}
+	tomb, gerr := m.Get(item.Key)
+	if gerr != nil || !IsTombstone(tomb) {
+		return err
+	}
+	tomb.Value, tomb.Flags, tomb.Expiration = item.Value, item.Flags, item.Expiration
+	if cerr := m.CompareAndSwap(tomb); cerr != nil {
+		if errors.Is(cerr, memcache.ErrCASConflict) || errors.Is(cerr, memcache.ErrCacheMiss) || errors.Is(cerr, memcache.ErrNotStored) {
+			return memcache.ErrNotStored // written or gone meanwhile: the Add came after
+		}
+		return cerr
+	}
+	return nil
 }
 
 // ErrFleetPreparing is matched (errors.Is) by the error of a command on a
