@@ -330,6 +330,11 @@ func (k *keyShards) add(pos int) {
 	if k.channels {
 		s = k.v.Locate(key)
 	} else {
+		if isInternal(key) {
+			k.err = &UnsupportedError{Command: k.info.Name, Reason: fmt.Sprintf("key %q: the prefix %q is reserved for the resharding protocol's own keys, which no migration moves", key, internalPrefix),
+				Instead: "use another key name"}
+			return
+		}
 		s = k.v.Track(&k.pending, key)
 	}
 	if k.owners == nil && k.shard >= 0 && s != k.shard {
