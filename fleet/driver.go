@@ -117,6 +117,11 @@ func drive(ctx context.Context, store Store, backend Backend, target []Shard, op
 			if err := next.Validate(); err != nil { // out of a Redis Cluster
 				return st, fmt.Errorf("fleet: Reshard: %w", err)
 			}
+			if tc, ok := backend.(TargetChecker); ok {
+				if err := tc.CheckTarget(ctx, next); err != nil {
+					return st, stop(fmt.Errorf("fleet: Reshard: the target cannot be resharded to, nothing is stored: %w", err))
+				}
+			}
 			if rev, err = store.Swap(ctx, rev, next); err != nil {
 				return st, stop(fmt.Errorf("fleet: storing %s: %w", next.Step, err))
 			}

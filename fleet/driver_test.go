@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -293,5 +294,42 @@ func TestReshardIntoCluster(t *testing.T) {
 	}
 	if st, _, _ := store.Load(ctx); st.Epoch != 4 || !slices.Equal(st.Shards, cluster) || len(b.take()) != 0 {
 		t.Errorf("after the refusal: %+v", st)
+	}
+}
+
+// checking is a recorder that checks targets (TargetChecker).
+type checking struct{ recorder }
+
+func (c *checking) CheckTarget(_ context.Context, st State) error {
+	return c.record(fmt.Sprintf("check %d %s", st.Epoch, st.Step))
+}
+
+// A backend's CheckTarget runs on the Preparing state before it is
+// stored: when it fails, Reshard stores nothing and applies nothing, and
+// the fleet stays Stable on its list; when it passes, the change runs.
+func TestReshardChecksTarget(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	ctx := context.Background()
+	store := &MemStore{}
+	if _, err := store.Swap(ctx, 0, State{Epoch: 1, Step: Stable, Shards: listL}); err != nil {
+		t.Fatal(err)
+	}
+	b := &checking{recorder{failAt: "check 2 preparing"}}
+	st, err := Reshard(ctx, store, b, listT, DriverOptions{})
+	if err == nil || !strings.Contains(err.Error(), "injected failure at check 2 preparing") || st.Epoch != 1 || st.Step != Stable {
+		t.Fatalf("Reshard with a failing check: %+v, %v; want the check's error, Stable epoch 1", st, err)
+	}
+	if got, want := b.take(), []string{"check 2 preparing"}; !slices.Equal(got, want) {
+		t.Errorf("calls %q, want %q", got, want)
+	}
+	if stored, _, _ := store.Load(ctx); stored.Epoch != 1 || stored.Step != Stable {
+		t.Errorf("stored %+v; want nothing new", stored)
+	}
+	if _, err := Reshard(ctx, store, b, listT, DriverOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"check 2 preparing", "apply 2 preparing", "dropstale 2", "fence 2 at 3", "apply 3 moving", "migrate 3", "apply 4 stable"}
+	if got := b.take(); !slices.Equal(got, want) {
+		t.Errorf("calls %q, want %q", got, want)
 	}
 }

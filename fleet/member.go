@@ -51,6 +51,16 @@ type EpochFloor interface {
 	Floor(ctx context.Context, shards []Shard) (uint64, error)
 }
 
+// TargetChecker is implemented by a backend that can tell, before a
+// resharding begins, that it could not carry it out: a shard of the target
+// that does not answer, or of a kind it cannot move keys to. Reshard calls
+// CheckTarget with the Preparing state it is about to store, and stores
+// nothing when it fails: a change that could never end is not begun
+// (nothing calls a change off once it is stored).
+type TargetChecker interface {
+	CheckTarget(ctx context.Context, st State) error
+}
+
 // Progress is what Migrate reports as it goes: keys scanned on the old
 // owners and keys moved, over every source so far.
 type Progress struct {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -191,7 +192,32 @@ func (c *ShardedClient) FleetBackend() fleet.Backend {
 // fleetBackend is a ShardedClient as a fleet.Unfenced backend.
 type fleetBackend struct{ c *ShardedClient }
 
-var _ fleet.Unfenced = fleetBackend{}
+var (
+	_ fleet.Unfenced      = fleetBackend{}
+	_ fleet.TargetChecker = fleetBackend{}
+)
+
+// CheckTarget implements fleet.TargetChecker: every shard of st.Target is
+// a memcached server (not a Redis Cluster, no DB), and each one new to the
+// fleet answers.
+func (b fleetBackend) CheckTarget(ctx context.Context, st fleet.State) error {
+	opts, err := shardOptions(st.Target)
+	if err != nil {
+		return err
+	}
+	for i, sh := range st.Target {
+		if slices.Contains(st.Shards, sh) {
+			continue
+		}
+		m := memcache.New(opts[i].Addr)
+		err := runErr(ctx, m.Ping)
+		_ = m.Close()
+		if err != nil {
+			return fmt.Errorf("shard %q (%s): %w", sh.Name, sh.Addr, err)
+		}
+	}
+	return nil
+}
 
 // UseLease implements fleet.Unfenced.
 func (b fleetBackend) UseLease(member string, l fleet.MemberLease) { b.c.fleet.barrier.Set(member, l) }
@@ -203,8 +229,11 @@ func (b fleetBackend) Fence(context.Context, fleet.State) error { return nil }
 func shardOptions(list []fleet.Shard) ([]ShardOptions, error) {
 	opts := make([]ShardOptions, len(list))
 	for i, sh := range list {
-		if sh.DB != 0 {
+		switch {
+		case sh.DB != 0:
 			return nil, fmt.Errorf("shardedcache: fleet shard %q has DB %d: memcached has none", sh.Name, sh.DB)
+		case sh.Cluster:
+			return nil, fmt.Errorf("shardedcache: fleet shard %q is a Redis Cluster: a memcache fleet's shards are memcached servers", sh.Name)
 		}
 		opts[i] = ShardOptions{Name: sh.Name, Addr: sh.Addr, Weight: sh.Weight}
 	}

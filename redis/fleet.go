@@ -196,6 +196,33 @@ type fleetBackend struct {
 	opt MigrateOptions // of Migrate
 }
 
+// CheckTarget implements fleet.TargetChecker: every shard of st.Target
+// that is new to the fleet answers a PING (a Redis Cluster shard: every
+// master, each with cluster support), and the migration's options are ones
+// a fleet can use (not ServerSide).
+func (b fleetBackend) CheckTarget(ctx context.Context, st fleet.State) error {
+	if b.opt.ServerSide {
+		return fmt.Errorf("%w: a fleet's resharding moves keys by its own protocol, which MIGRATE cannot follow", ErrServerSide)
+	}
+	for _, sh := range st.Target {
+		if slices.Contains(st.Shards, sh) {
+			continue
+		}
+		var err error
+		if sh.Cluster {
+			cc := b.c.adminCluster(sh)
+			err = cc.ForEachMaster(ctx, func(ctx context.Context, m *goredis.Client) error { return m.Ping(ctx).Err() })
+			_ = cc.Close()
+		} else {
+			err = b.c.onAdmin([]fleet.Shard{sh}, func(_ fleet.Shard, client *goredis.Client) error { return client.Ping(ctx).Err() })
+		}
+		if err != nil {
+			return fmt.Errorf("shard %q (%s): %w", sh.Name, sh.Addr, err)
+		}
+	}
+	return nil
+}
+
 // Floor implements fleet.EpochFloor: the highest fence epoch or moved mark
 // of any shard of list.
 func (b fleetBackend) Floor(ctx context.Context, list []fleet.Shard) (uint64, error) {
