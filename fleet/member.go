@@ -51,6 +51,12 @@ type EpochFloor interface {
 	Floor(ctx context.Context, shards []Shard) (uint64, error)
 }
 
+// ErrJoined is returned by a backend's JoinFleet when its client is a
+// member already: a client is one member of one fleet (two members would
+// share its connections, fences and lease, and closing either would leave
+// the other unprotected).
+var ErrJoined = errors.New("fleet: this client has joined a fleet already")
+
 // TargetChecker is implemented by a backend that can tell, before a
 // resharding begins, that it could not carry it out: a shard of the target
 // that does not answer, or of a kind it cannot move keys to. Reshard calls

@@ -115,6 +115,7 @@ const (
 // fleetState is a client's part in a fleet (JoinFleet).
 type fleetState struct {
 	on      atomic.Bool
+	joined  atomic.Bool     // JoinFleet succeeded, or is under way
 	barrier fleet.LeaseGate // the member's lease: commands refused once it runs out
 	mode    atomic.Int32    // modeStable, modePreparing, modeMoving
 	// changed is closed, and replaced, at every applied state.
@@ -152,7 +153,8 @@ func (f *fleetState) awaitMoving(ctx context.Context) error {
 // fleet's shard list (storing c's own list first, as the fleet's, when the
 // store is empty and opt.Initial is nil), switches c to it, and keeps c on
 // every later state until the returned Member is closed. A resharding is
-// driven by one process (fleet.Reshard with c.FleetBackend).
+// driven by one process (fleet.Reshard with c.FleetBackend). A client
+// joins once: a second JoinFleet returns fleet.ErrJoined.
 //
 // A fleet's shards are named (ShardOptions.Name: the store places keys by
 // name) and need memcached 1.6.10 or later (meta commands) while they
@@ -171,7 +173,14 @@ func (c *ShardedClient) JoinFleet(ctx context.Context, store fleet.Store, opt fl
 			opt.Initial = append(opt.Initial, fleet.Shard{Name: sh.Name, Addr: sh.Addr, Weight: sh.Weight})
 		}
 	}
-	return fleet.Join(ctx, store, c.FleetBackend(), opt)
+	if !c.fleet.joined.CompareAndSwap(false, true) {
+		return nil, fleet.ErrJoined
+	}
+	m, err := fleet.Join(ctx, store, c.FleetBackend(), opt)
+	if err != nil {
+		c.fleet.joined.Store(false)
+	}
+	return m, err
 }
 
 // FleetBackend returns c as a fleet.Backend (a fleet.Unfenced one): for

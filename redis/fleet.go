@@ -23,7 +23,8 @@ import (
 // applied, and the connection name of each shard's client.
 type fleetState struct {
 	on     atomic.Bool
-	member string // random, names this process's connections
+	joined atomic.Bool // JoinFleet succeeded, or is under way
+	member string      // random, names this process's connections
 	// epoch is the epoch of the applied state, read by commands that a
 	// fence refused (see process): a newer one means a new view.
 	epoch atomic.Uint64
@@ -118,9 +119,9 @@ func connEpoch(name string) (uint64, bool) {
 // it, and keeps c on every later state until the returned Member is
 // closed. Every process that shares the shards joins the same store; a
 // resharding is then driven by one of them (fleet.Reshard with
-// c.FleetBackend, or the command-line tool), and every member follows
-// it with no lost write (see package fleet for the protocol and its
-// guarantees).
+// c.FleetBackend), and every member follows it with no lost write (see
+// package fleet for the protocol and its guarantees). A client joins once:
+// a second JoinFleet returns fleet.ErrJoined.
 //
 // A fleet's shards are plain servers (Addr and DB; not Sentinel shards),
 // placed by c's preset, or a Redis Cluster as the fleet's whole list (the
@@ -142,7 +143,14 @@ func (c *ShardedClient) JoinFleet(ctx context.Context, store fleet.Store, opt fl
 		}
 		opt.Initial = list
 	}
-	return fleet.Join(ctx, store, c.FleetBackend(MigrateOptions{}), opt)
+	if !c.fleet.joined.CompareAndSwap(false, true) {
+		return nil, fleet.ErrJoined
+	}
+	m, err := fleet.Join(ctx, store, c.FleetBackend(MigrateOptions{}), opt)
+	if err != nil {
+		c.fleet.joined.Store(false)
+	}
+	return m, err
 }
 
 // FleetBackend returns c as a fleet.Backend: for fleet.Reshard and

@@ -31,3 +31,19 @@ func TestAttackFleetReservedPrefix(t *testing.T) {
 		t.Errorf("%d of the 10 other keys lost in the resharding", lost)
 	}
 }
+
+// TestAttackFleetJoinTwice (found by a reviewer's attack): a client that
+// is a fleet's member already cannot join again (its two members would
+// share its connections and fences).
+func TestAttackFleetJoinTwice(t *testing.T) {
+	_, c, store := fixtures.AttackFleetJoined(t, 2, "j:", 10)
+	if m, err := c.JoinFleet(ctx, store, fleet.MemberOptions{}); !errors.Is(err, fleet.ErrJoined) {
+		if m != nil {
+			m.Close()
+		}
+		t.Errorf("JoinFleet of a client already in a fleet: %v; want fleet.ErrJoined", err)
+	}
+	if lost := fixtures.AttackLost(c, "j:", 10); lost != 0 {
+		t.Errorf("%d of 10 keys lost", lost)
+	}
+}
