@@ -71,8 +71,8 @@ func Resume(ctx context.Context, store Store, backend Backend, opt DriverOptions
 }
 
 func drive(ctx context.Context, store Store, backend Backend, target []Shard, opt DriverOptions) (State, error) {
-	if store == nil || backend == nil {
-		return State{}, fmt.Errorf("fleet: nil store (%v) or backend (%v)", store == nil, backend == nil)
+	if isNil(store) || isNil(backend) {
+		return State{}, fmt.Errorf("fleet: nil store (%v) or backend (%v)", isNil(store), isNil(backend))
 	}
 	if err := nonNegative("Reshard", "DriverOptions.LockTTL", opt.LockTTL); err != nil {
 		return State{}, err

@@ -333,3 +333,15 @@ func TestReshardChecksTarget(t *testing.T) {
 		t.Errorf("calls %q, want %q", got, want)
 	}
 }
+
+// A typed nil store (a (*MemStore)(nil) given as a Store) is refused as a
+// nil one, by Join and by Reshard, not dereferenced.
+func TestTypedNilStore(t *testing.T) {
+	var store *MemStore
+	if _, err := Join(context.Background(), store, &recorder{}, MemberOptions{Initial: listL}); err == nil || err.Error() != "fleet: Join: nil store (true) or backend (false)" {
+		t.Errorf("Join with a typed nil store: %v", err)
+	}
+	if _, err := Reshard(context.Background(), store, &recorder{}, listT, DriverOptions{}); err == nil || err.Error() != "fleet: nil store (true) or backend (false)" {
+		t.Errorf("Reshard with a typed nil store: %v", err)
+	}
+}

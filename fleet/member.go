@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"sync"
 	"time"
 )
@@ -134,8 +135,8 @@ var ErrNoState = errors.New("fleet: the store holds no state and MemberOptions.I
 // that the process's first command is routed by the fleet's state; it
 // returns the store's or Apply's error (nothing is left running then).
 func Join(ctx context.Context, store Store, backend Backend, opt MemberOptions) (*Member, error) {
-	if store == nil || backend == nil {
-		return nil, fmt.Errorf("fleet: Join: nil store (%v) or backend (%v)", store == nil, backend == nil)
+	if isNil(store) || isNil(backend) {
+		return nil, fmt.Errorf("fleet: Join: nil store (%v) or backend (%v)", isNil(store), isNil(backend))
 	}
 	if err := nonNegative("Join", "MemberOptions.RetryInterval", opt.RetryInterval); err != nil {
 		return nil, err
@@ -422,4 +423,14 @@ func (m *Member) sleep(ctx context.Context) bool {
 	case <-ctx.Done():
 		return false
 	}
+}
+
+// isNil reports whether v is nil, or a nil pointer in an interface (a
+// typed nil, such as a (*MemStore)(nil) given as a Store).
+func isNil(v any) bool {
+	if v == nil {
+		return true
+	}
+	rv := reflect.ValueOf(v)
+	return rv.Kind() == reflect.Pointer && rv.IsNil()
 }
