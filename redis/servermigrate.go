@@ -445,13 +445,19 @@ func unanswered(err error) bool {
 // MIGRATE gave up on), since it reads every ready connection, and accepts
 // every pending one, once per turn of its event loop, and each round trip
 // takes a turn at least. What is still in the network (a retransmission
-// held up longer than those round trips) is not covered.
+// held up longer than those round trips) is not covered. It asks on a
+// connection of its own, with c's options: c's pooled ones may be to a
+// server that died and came back.
 func drain(ctx context.Context, c *goredis.Client) error {
-	if !awaitAnswer(ctx, c) {
+	o := *c.Options()
+	o.PoolSize, o.MinIdleConns, o.MaxIdleConns = 1, 0, 1
+	own := goredis.NewClient(&o)
+	defer own.Close()
+	if !awaitAnswer(ctx, own) {
 		return cmp.Or(ctx.Err(), errors.New("it does not answer"))
 	}
 	for range drainTurns {
-		if err := c.Ping(ctx).Err(); err != nil {
+		if err := own.Ping(ctx).Err(); err != nil {
 			return err
 		}
 	}
