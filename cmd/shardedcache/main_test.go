@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
@@ -325,6 +326,15 @@ func keysOf(t *testing.T, c *goredis.Client) map[string]string {
 	for _, k := range keys {
 		m[k] = c.Get(ctx, k).Val()
 	}
+	return m
+}
+
+// userKeysOf is keysOf without the resharding protocol's own records
+// ("__shardedcache:...": a move that a kill cut short leaves one).
+func userKeysOf(t *testing.T, c *goredis.Client) map[string]string {
+	t.Helper()
+	m := keysOf(t, c)
+	maps.DeleteFunc(m, func(k, _ string) bool { return strings.HasPrefix(k, "__shardedcache:") })
 	return m
 }
 
