@@ -102,7 +102,7 @@ func (c *ShardedClient) Replace(item *memcache.Item) error {
 // ReplaceContext is Replace, failing with ctx.Err() if ctx ends first (see
 // above).
 func (c *ShardedClient) ReplaceContext(ctx context.Context, item *memcache.Item) error {
-	return onExisting(ctx, c, "Replace", item, memcache.ErrNotStored, (*memcache.Client).Replace)
+	return onValueErr(ctx, c, "Replace", item.Key, memcache.ErrNotStored, func(m *memcache.Client) error { return m.Replace(item) })
 }
 
 // Append appends item's value to the value of its key, if there is one;
@@ -114,7 +114,7 @@ func (c *ShardedClient) Append(item *memcache.Item) error {
 // AppendContext is Append, failing with ctx.Err() if ctx ends first (see
 // above).
 func (c *ShardedClient) AppendContext(ctx context.Context, item *memcache.Item) error {
-	return onExisting(ctx, c, "Append", item, memcache.ErrNotStored, (*memcache.Client).Append)
+	return onValueErr(ctx, c, "Append", item.Key, memcache.ErrNotStored, func(m *memcache.Client) error { return m.Append(item) })
 }
 
 // Prepend prepends item's value to the value of its key, if there is one;
@@ -126,7 +126,7 @@ func (c *ShardedClient) Prepend(item *memcache.Item) error {
 // PrependContext is Prepend, failing with ctx.Err() if ctx ends first (see
 // above).
 func (c *ShardedClient) PrependContext(ctx context.Context, item *memcache.Item) error {
-	return onExisting(ctx, c, "Prepend", item, memcache.ErrNotStored, (*memcache.Client).Prepend)
+	return onValueErr(ctx, c, "Prepend", item.Key, memcache.ErrNotStored, func(m *memcache.Client) error { return m.Prepend(item) })
 }
 
 // CompareAndSwap writes item, got earlier by Get, if its value was not
@@ -182,9 +182,7 @@ func (c *ShardedClient) Touch(key string, seconds int32) error {
 
 // TouchContext is Touch, failing with ctx.Err() if ctx ends first (see above).
 func (c *ShardedClient) TouchContext(ctx context.Context, key string, seconds int32) error {
-	return onExisting(ctx, c, "Touch", &memcache.Item{Key: key}, memcache.ErrCacheMiss, func(m *memcache.Client, _ *memcache.Item) error {
-		return m.Touch(key, seconds)
-	})
+	return onValueErr(ctx, c, "Touch", key, memcache.ErrCacheMiss, func(m *memcache.Client) error { return m.Touch(key, seconds) })
 }
 
 // Increment adds delta to the decimal value of key and returns the new
@@ -196,12 +194,7 @@ func (c *ShardedClient) Increment(key string, delta uint64) (uint64, error) {
 // IncrementContext is Increment, failing with ctx.Err() if ctx ends first
 // (see above).
 func (c *ShardedClient) IncrementContext(ctx context.Context, key string, delta uint64) (uint64, error) {
-	return onKey(ctx, c, "Increment", key, func(m *memcache.Client, t casIDs) (uint64, error) {
-		if c.tombstoned(m, t) {
-			return 0, memcache.ErrCacheMiss
-		}
-		return m.Increment(key, delta)
-	})
+	return onValue(ctx, c, "Increment", key, memcache.ErrCacheMiss, func(m *memcache.Client) (uint64, error) { return m.Increment(key, delta) })
 }
 
 // Decrement subtracts delta from the decimal value of key, stopping at 0,
@@ -213,12 +206,7 @@ func (c *ShardedClient) Decrement(key string, delta uint64) (uint64, error) {
 // DecrementContext is Decrement, failing with ctx.Err() if ctx ends first
 // (see above).
 func (c *ShardedClient) DecrementContext(ctx context.Context, key string, delta uint64) (uint64, error) {
-	return onKey(ctx, c, "Decrement", key, func(m *memcache.Client, t casIDs) (uint64, error) {
-		if c.tombstoned(m, t) {
-			return 0, memcache.ErrCacheMiss
-		}
-		return m.Decrement(key, delta)
-	})
+	return onValue(ctx, c, "Decrement", key, memcache.ErrCacheMiss, func(m *memcache.Client) (uint64, error) { return m.Decrement(key, delta) })
 }
 
 // GetMulti gets many keys: it splits them by shard and asks the shards in
@@ -406,16 +394,22 @@ func onKeyErr(ctx context.Context, c *ShardedClient, name, key string, op func(*
 	return err
 }
 
-// onExisting is onItem for a call that acts on the key's value: on a
-// fleet's tombstone it fails with absent, memcached's answer for a key that
-// holds nothing (see tombstoned).
-func onExisting(ctx context.Context, c *ShardedClient, name string, item *memcache.Item, absent error, op func(*memcache.Client, *memcache.Item) error) error {
-	_, err := onKey(ctx, c, name, item.Key, func(m *memcache.Client, t casIDs) (struct{}, error) {
+// onValue is onKey for a call that acts on the key's value: on a fleet's
+// tombstone it fails with absent, memcached's answer for a key that holds
+// nothing, sending nothing more (see tombstoned).
+func onValue[T any](ctx context.Context, c *ShardedClient, name, key string, absent error, op func(*memcache.Client) (T, error)) (T, error) {
+	return onKey(ctx, c, name, key, func(m *memcache.Client, t casIDs) (T, error) {
 		if c.tombstoned(m, t) {
-			return struct{}{}, absent
+			var zero T
+			return zero, absent
 		}
-		return struct{}{}, op(m, item)
+		return op(m)
 	})
+}
+
+// onValueErr is onValue for calls that return only an error.
+func onValueErr(ctx context.Context, c *ShardedClient, name, key string, absent error, op func(*memcache.Client) error) error {
+	_, err := onValue(ctx, c, name, key, absent, func(m *memcache.Client) (struct{}, error) { return struct{}{}, op(m) })
 	return err
 }
 
