@@ -717,6 +717,23 @@ func (md *model) startMove(s *state, i int) {
 	md.send(s, i, msg{op: opMark, srv: md.ownerL[a.key], key: a.key, arg: a.tok})
 }
 
+// settled goes on from the answer (kind) of a settle of token tok on the
+// destination: finish the move on src when it was restored, abort it when
+// it was revoked (next state finish or abort), fail on an error.
+func (md *model) settled(s *state, i int, kind int8, src, tok, finish, abort int8) {
+	a := &s.a[i]
+	switch kind {
+	case rRestored:
+		a.cs = finish
+		md.send(s, i, msg{op: opFinish, srv: src, key: a.key, arg: tok})
+	case rRevoked:
+		a.cs = abort
+		md.send(s, i, msg{op: opAbort, srv: src, key: a.key, arg: tok})
+	default:
+		md.fail(s, i)
+	}
+}
+
 func (md *model) moveDone(s *state, i int) {
 	a := &s.a[i]
 	if i >= drvA {
@@ -826,16 +843,7 @@ func (md *model) onReply(s *state, i int, r reply) {
 			md.send(s, i, msg{op: opSettle, srv: dst, key: a.key, arg: a.tok})
 		}
 	case csSettleOwn:
-		switch r.kind {
-		case rRestored:
-			a.cs = csFinish
-			md.send(s, i, msg{op: opFinish, srv: src, key: a.key, arg: a.tok})
-		case rRevoked:
-			a.cs = csAbortFail
-			md.send(s, i, msg{op: opAbort, srv: src, key: a.key, arg: a.tok})
-		default:
-			md.fail(s, i)
-		}
+		md.settled(s, i, r.kind, src, a.tok, csFinish, csAbortFail)
 	case csFinish:
 		if r.kind == rErr {
 			md.fail(s, i)
@@ -850,16 +858,7 @@ func (md *model) onReply(s *state, i int, r reply) {
 	case csAbortFail:
 		md.fail(s, i)
 	case csSettleBusy:
-		switch r.kind {
-		case rRestored:
-			a.cs = csFinishBusy
-			md.send(s, i, msg{op: opFinish, srv: src, key: a.key, arg: a.btok})
-		case rRevoked:
-			a.cs = csAbortBusy
-			md.send(s, i, msg{op: opAbort, srv: src, key: a.key, arg: a.btok})
-		default:
-			md.fail(s, i)
-		}
+		md.settled(s, i, r.kind, src, a.btok, csFinishBusy, csAbortBusy)
 	case csFinishBusy, csAbortBusy:
 		if r.kind == rErr {
 			md.fail(s, i)
