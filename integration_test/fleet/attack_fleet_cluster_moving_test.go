@@ -45,21 +45,7 @@ func TestAttackFleetClusterMoving(t *testing.T) {
 	cluster := fixtures.SharedCluster(t)
 	shards, list := fixtures.FleetServers(t, 3)
 	store := &fleet.MemStore{}
-	var members []*fleet.Member
-	clients := make([]*shardedredis.ShardedClient, 3) // A, B, the driver
-	for i := range clients {
-		c, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: shards})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		m, err := c.JoinFleet(ctx, store, fleet.MemberOptions{Initial: list})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer m.Close()
-		clients[i], members = c, append(members, m)
-	}
+	clients, members := fixtures.FleetMembers(t, shards, list, store, 3) // A, B, the driver
 	a, b := clients[0], clients[1]
 	const n = 400
 	base := time.Now().Add(time.Hour).UnixMilli()

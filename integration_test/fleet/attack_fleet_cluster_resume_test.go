@@ -57,20 +57,7 @@ func TestAttackFleetClusterDriverDies(t *testing.T) {
 			cluster := fixtures.SharedCluster(t)
 			shards, list := fixtures.FleetServers(t, 3)
 			store := &fleet.MemStore{}
-			clients := make([]*shardedredis.ShardedClient, 3) // a member, the first driver, the second
-			for i := range clients {
-				c, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: shards})
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer c.Close()
-				m, err := c.JoinFleet(ctx, store, fleet.MemberOptions{Initial: list})
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer m.Close()
-				clients[i] = c
-			}
+			clients, _ := fixtures.FleetMembers(t, shards, list, store, 3) // a member, the first driver, the second
 			a := clients[0]
 			const n = 1500
 			base := time.Now().Add(time.Hour).UnixMilli()
