@@ -77,7 +77,11 @@
 // fence checked, in that order), then close every connection of the
 // fleet named with an older epoch. After both, no command routed under L
 // can run on a source: it was sent on a connection now closed, or it would
-// need a new one, which is refused.
+// need a new one, which is refused. A member gets connections of the
+// Moving epoch to a source only in the switch that stops routing by L (a
+// process that applies Moving opens its window and renames its sources'
+// connections at once): a command routed by L, begun before or still
+// running, never reaches a source through its fence.
 //
 // Why every pair of adjacent steps is safe, and why a process that is
 // behind cannot do harm:

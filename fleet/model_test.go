@@ -118,7 +118,7 @@ const (
 	opSet
 	opDel
 	opMark    // markScript: busy / gone / mark and dump
-	opRestore // restoreScript: unless revoked, RESTORE REPLACE and record restored
+	opRestore // restoreScript: unless revoked or restored, RESTORE REPLACE and record restored
 	opFinish  // finishScript "finish": delete key and mark if the mark is the token
 	opAbort   // finishScript "abort": delete the mark if it is the token
 	opSettle  // settleScript: restored, else revoke
@@ -502,6 +502,9 @@ func (md *model) exec(s *state, m msg) reply {
 		if md.bugs&bugRestoreIgnoresRevoke == 0 && sv.revoked&(1<<m.arg) != 0 {
 			md.cov[evRestoreRevoked]++
 			return reply{rRevoked, 0}
+		}
+		if sv.restored&(1<<m.arg) != 0 { // restored once: a copy of it sent again changes nothing
+			return reply{rOK, 0}
 		}
 		sv.val[k] = m.arg2
 		sv.restored |= 1 << m.arg

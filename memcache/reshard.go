@@ -138,7 +138,7 @@ func (c *ShardedClient) BeginResharding(shards []ShardOptions, opt ReshardOption
 		gen = last.gen + 1
 	}
 	return c.switchShards(shards, func(next []Shard) error {
-		return c.shards.BeginWindow(next, func(*view) error {
+		return c.shards.BeginWindow(next, nil, func(*view) error {
 			// Before the window's first view serves a call.
 			c.win.Store(&window{gen: gen, copyExpiration: opt.CopyExpiration, pools: map[*memcache.Client]*mcmeta.Pool{}})
 			return nil

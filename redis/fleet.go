@@ -294,15 +294,17 @@ func (b fleetBackend) Apply(ctx context.Context, st fleet.State) error {
 			err = c.shards.EndWindow(true) // the driver migrated every key
 			break
 		}
-		err = c.fleetSwitch(st, st.Shards, all, windowOpen, false)
+		err = c.fleetSwitch(st.Epoch, st.Shards, all, windowOpen)
 	case fleet.Preparing:
 		if next && !windowOpen && prev.Step == fleet.Stable && slices.Equal(prev.Shards, st.Shards) {
 			break // routing stays
 		}
-		err = c.fleetSwitch(st, st.Shards, all, windowOpen, false)
+		err = c.fleetSwitch(st.Epoch, st.Shards, all, windowOpen)
 	case fleet.Moving:
-		// First the sources get clients of st's epoch (every shard does
-		// after missed steps), then the window opens with them.
+		// The window opens in one switch, in which the sources get clients
+		// of st's epoch (every shard does after missed steps; see
+		// fleetBegin). A process not at Preparing of this change first
+		// routes by st.Shards with the connections it has.
 		relabel := all
 		if next && prev.Step == fleet.Preparing && prev.Change == st.Change && !windowOpen {
 			var sources map[string]bool
@@ -310,19 +312,10 @@ func (b fleetBackend) Apply(ctx context.Context, st fleet.State) error {
 				break
 			}
 			relabel = func(sh fleet.Shard) bool { return sources[shardKey(sh)] }
-		}
-		before := f.labels
-		if err = c.fleetSwitch(st, st.Shards, relabel, windowOpen, false); err != nil {
+		} else if err = c.fleetSwitch(st.Epoch-1, st.Shards, func(fleet.Shard) bool { return false }, windowOpen); err != nil {
 			break
 		}
-		if err = c.fleetSwitch(st, st.Target, func(fleet.Shard) bool { return false }, false, true); err != nil {
-			// Back on L with the connections named as before: clients of
-			// st's epoch routing by L would pass the sources' fence.
-			f.labels = before
-			if back := c.fleetSwitch(prev, st.Shards, func(fleet.Shard) bool { return false }, false, false); back != nil {
-				err = fmt.Errorf("%w; and going back to the previous list: %v", err, back)
-			}
-		}
+		err = c.fleetBegin(st, relabel)
 	}
 	if err != nil {
 		return err
@@ -358,51 +351,91 @@ func (f *fleetState) await(ctx context.Context, epoch uint64) bool {
 	}
 }
 
-// fleetSwitch switches c to list, with SetShards, or with begin by
-// opening a resharding window (BeginWindow, without removing stale copies:
-// the driver did, once, for the whole fleet). A shard for which relabel
+// fleetSwitch switches c to list (SetShards): a shard for which relabel
 // is true, or that has no client yet, gets a client whose connections are
-// named with st's epoch; the others keep theirs. endWindow first ends an
-// open window.
-func (c *ShardedClient) fleetSwitch(st fleet.State, list []fleet.Shard, relabel func(fleet.Shard) bool, endWindow, begin bool) error {
-	f := &c.fleet
-	name := connPrefix + strconv.FormatUint(st.Epoch, 10) + ":" + f.member
-	labels := make(map[string]string, len(list))
-	opts := make([]ShardOptions, len(list))
-	for i, sh := range list {
-		label, kept := f.labels[shardKey(sh)]
-		if !kept || relabel(sh) {
-			label = name
-		}
-		labels[shardKey(sh)] = label
-		opts[i] = ShardOptions{Name: sh.Name, Addr: sh.Addr, Weight: sh.Weight, Options: &goredis.Options{DB: sh.DB, ClientName: label}}
-		if sh.Cluster {
-			// Never a source: no fence, no epoch in its connections' names.
-			opts[i] = ShardOptions{Name: sh.Name, Weight: sh.Weight, Cluster: &ClusterShard{Options: &goredis.ClusterOptions{Addrs: sh.Seeds()}}}
-		}
-	}
+// named with epoch; the others keep theirs. endWindow first ends an open
+// window.
+func (c *ShardedClient) fleetSwitch(epoch uint64, list []fleet.Shard, relabel func(fleet.Shard) bool, endWindow bool) error {
+	opts, labels := c.fleetOptions(epoch, list, relabel)
 	if endWindow {
 		if err := c.shards.EndWindow(true); err != nil {
 			return err
 		}
 	}
-	var err error
-	if begin {
-		err = c.switchShards(opts, c.beginWindow(st.Change, st.MovingEpoch(), nil))
-	} else {
-		err = c.SetShards(opts)
-	}
-	if err != nil {
+	if err := c.SetShards(opts); err != nil {
 		return err
 	}
-	// The shards that a window keeps (those leaving) keep their labels.
-	for k, v := range f.labels {
-		if _, ok := labels[k]; !ok && begin {
-			labels[k] = v
+	c.fleet.labels = labels
+	return nil
+}
+
+// fleetBegin opens the window of st, a Moving step, from c's list
+// (st.Shards) to st.Target (BeginWindow, without removing stale copies:
+// the driver did, once, for the whole fleet) in one switch, in which every
+// shard of either list for which relabel is true gets a client whose
+// connections are named with st's epoch: the target's shards, and those
+// that leave. So no view ever routes by st.Shards with connections that a
+// source's fence accepts: a command routed by st.Shards (this process's
+// view before, or one begun on it still running) reaches a source only on
+// a connection the fence refuses, or closed. If the switch fails, nothing
+// changes.
+func (c *ShardedClient) fleetBegin(st fleet.State, relabel func(fleet.Shard) bool) error {
+	opts, labels := c.fleetOptions(st.Epoch, st.Target, relabel)
+	prevOpts, prevLabels := c.fleetOptions(st.Epoch, st.Shards, relabel)
+	byShard := make(map[string]ShardOptions, len(st.Shards))
+	for i, sh := range st.Shards {
+		byShard[shardKey(sh)] = prevOpts[i]
+	}
+	var built []Shard
+	leaving := func(sh Shard) (*goredis.Client, error) { // under c.mu (switchShards)
+		so, ok := byShard[sh.Name+"@"+sh.Addr] // shardKey's form
+		if !ok {
+			return sh.Client, nil
+		}
+		next, err := c.build.shard(so, c.shards.AllShards())
+		if err != nil {
+			return nil, fmt.Errorf("shardedcache: shard %q (%s): %w", sh.Name, sh.Addr, err)
+		}
+		if next.Client != sh.Client {
+			built = append(built, next)
+		}
+		return next.Client, nil
+	}
+	if err := c.switchShards(opts, c.beginWindow(st.Change, st.MovingEpoch(), leaving, nil)); err != nil {
+		closeClients(built, c.shards.AllShards())
+		return err
+	}
+	for k, label := range prevLabels { // the shards that leave
+		if _, ok := labels[k]; !ok {
+			labels[k] = label
 		}
 	}
-	f.labels = labels
+	c.fleet.labels = labels
 	return nil
+}
+
+// fleetOptions returns the options of list's shards, with c's shared
+// options, and their connection names (by shardKey): a shard for which
+// relabel is true, or that has no name yet, is named with epoch; the
+// others keep theirs. A Redis Cluster shard is never a source: its
+// connections carry no epoch.
+func (c *ShardedClient) fleetOptions(epoch uint64, list []fleet.Shard, relabel func(fleet.Shard) bool) ([]ShardOptions, map[string]string) {
+	name := connPrefix + strconv.FormatUint(epoch, 10) + ":" + c.fleet.member
+	labels := make(map[string]string, len(list))
+	opts := make([]ShardOptions, len(list))
+	for i, sh := range list {
+		if sh.Cluster {
+			opts[i] = ShardOptions{Name: sh.Name, Weight: sh.Weight, Cluster: &ClusterShard{Options: &goredis.ClusterOptions{Addrs: sh.Seeds()}}}
+			continue
+		}
+		label, kept := c.fleet.labels[shardKey(sh)]
+		if !kept || relabel(sh) {
+			label = name
+		}
+		labels[shardKey(sh)] = label
+		opts[i] = ShardOptions{Name: sh.Name, Addr: sh.Addr, Weight: sh.Weight, Options: &goredis.Options{DB: sh.DB, ClientName: label}}
+	}
+	return opts, labels
 }
 
 // fleetRings returns the rings of st's two lists (Target's nil while

@@ -68,11 +68,15 @@ return out`
 // the record KEYS[2]), it restores each key KEYS[i], i >= 3, from
 // ARGV[2(i-2)] with the absolute expiry ARGV[2(i-2)+1] in Unix ms (-1:
 // none), replacing a stale copy, records the token as restored (in the
-// record KEYS[1]), and returns "ok"; else "revoked". The records are the
-// destination's (see records): on a Redis Cluster, those of the keys' one
-// hash slot.
+// record KEYS[1]), and returns "ok"; else "revoked". A token restored
+// already restores nothing again and returns "ok": the same script sent
+// twice (go-redis's cluster client sends a command again after a timeout,
+// and the first may still run) must not bring back the moved values over
+// writes made since. The records are the destination's (see records): on a
+// Redis Cluster, those of the keys' one hash slot.
 const restoreScript = `
 if redis.call('HEXISTS', KEYS[2], ARGV[1]) == 1 then return 'revoked' end
+if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then return 'ok' end
 for i = 3, #KEYS do
   local j = i - 2
   local at = tonumber(ARGV[2*j+1])

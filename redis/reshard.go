@@ -90,7 +90,7 @@ func (c *ShardedClient) BeginResharding(shards []ShardOptions) error {
 	if err := c.clusterSourceErr(shards); err != nil {
 		return err
 	}
-	return c.switchShards(shards, c.beginWindow("", 0, func(v *view) error {
+	return c.switchShards(shards, c.beginWindow("", 0, nil, func(v *view) error {
 		return dropStale(context.Background(), v)
 	}))
 }
@@ -293,12 +293,13 @@ func (c *ShardedClient) moveOn(ctx context.Context, v *view, keys []shardcore.Mo
 
 // beginWindow opens a resharding window to shards (BeginWindow) whose keys
 // move by the protocol of package fleet, for the fleet's resharding change
-// of Moving epoch moving ("" and 0 in one process alone, see fleetMoves): after prepare (the
-// servers' state, and what the caller adds in also), the moves are bound
-// to the window before it serves a command.
-func (c *ShardedClient) beginWindow(change string, moving uint64, also func(*view) error) func([]Shard, func(*view) error) error {
+// of Moving epoch moving ("" and 0 in one process alone, see fleetMoves):
+// the shards that leave get the clients leaving returns (nil: they keep
+// theirs); after prepare (the servers' state, and what the caller adds in
+// also), the moves are bound to the window before it serves a command.
+func (c *ShardedClient) beginWindow(change string, moving uint64, leaving func(Shard) (*goredis.Client, error), also func(*view) error) func([]Shard, func(*view) error) error {
 	return func(sh []Shard, prepare func(*view) error) error {
-		return c.shards.BeginWindow(sh, func(v *view) error {
+		return c.shards.BeginWindow(sh, leaving, func(v *view) error {
 			if err := prepare(v); err != nil {
 				return err
 			}

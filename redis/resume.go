@@ -22,5 +22,5 @@ func (c *ShardedClient) ResumeResharding(shards []ShardOptions) error {
 	if err := c.clusterSourceErr(shards); err != nil {
 		return err
 	}
-	return c.switchShards(shards, c.beginWindow("", 0, nil))
+	return c.switchShards(shards, c.beginWindow("", 0, nil, nil))
 }

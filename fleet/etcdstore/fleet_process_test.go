@@ -27,6 +27,7 @@ package etcdstore_test
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -83,6 +84,7 @@ type op struct {
 	End   int64   `json:"end,omitempty"` // 0: no reply logged (killed)
 	OK    bool    `json:"ok"`
 	Err   string  `json:"err,omitempty"`
+	by    string  // the log it was read from (check)
 }
 
 // keysPerGoroutine and goroutinesPerWorker size a worker's key space.
@@ -498,9 +500,17 @@ type harness struct {
 	common  []string
 	store   *etcdstore.Store
 	workers map[int]*proc
-	all     []*proc // every process started, for a time-out's report
-	events  []string
+	all     []*proc    // every process started, for a time-out's report
+	mu      sync.Mutex // guards events and steps
+	events  []event    // the chaos, in order
+	steps   []event    // the fleet's steps, as the harness saw them
 	seed    uint64
+}
+
+// event is something that happened during a run, and when (Unix ns).
+type event struct {
+	at   int64
+	what string
 }
 
 func newHarness(t *testing.T, endpoint string, seed uint64, b fleetBackend, p protection, setup fleetSetup) *harness {
@@ -516,9 +526,11 @@ func newHarness(t *testing.T, endpoint string, seed uint64, b fleetBackend, p pr
 		t.Fatal(err)
 	}
 	bare := map[bool]string{true: "1"}[p == noLeases]
-	return &harness{t: t, backend: b, setup: setup, dir: dir, store: store, workers: map[int]*proc{}, seed: seed,
+	h := &harness{t: t, backend: b, setup: setup, dir: dir, store: store, workers: map[int]*proc{}, seed: seed,
 		common: []string{envEtcd + "=" + endpoint, envPrefix + "=" + prefix, envSeed + "=" + fmt.Sprint(seed),
 			envStopFile + "=" + filepath.Join(dir, "stop"), envBackend + "=" + b.name(), envLeaseless + "=" + bare}}
+	h.watchSteps()
+	return h
 }
 
 func (h *harness) spawn(name string, env ...string) *proc {
@@ -566,7 +578,48 @@ func (h *harness) waitFor(what string, ok func() bool) {
 }
 
 func (h *harness) chaos(format string, args ...any) {
-	h.events = append(h.events, fmt.Sprintf(format, args...))
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.events = append(h.events, event{time.Now().UnixNano(), fmt.Sprintf(format, args...)})
+}
+
+// watchSteps records every step of the fleet's state as the harness
+// sees it (every 10 ms), until the run ends: a violation's report shows
+// the steps and the chaos around it.
+func (h *harness) watchSteps() {
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		last := ""
+		for {
+			st, _, err := h.store.Load(context.Background())
+			if now := fmt.Sprintf("%s (epoch %d)", st.Step, st.Epoch); err == nil && now != last {
+				h.mu.Lock()
+				h.steps = append(h.steps, event{time.Now().UnixNano(), now})
+				h.mu.Unlock()
+				last = now
+			}
+			select {
+			case <-stop:
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+	})
+	h.t.Cleanup(func() { close(stop); wg.Wait() })
+}
+
+// timeline describes the chaos events and steps relative to at (ms).
+func (h *harness) timeline(at int64) string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	all := slices.Concat(h.events, h.steps)
+	slices.SortFunc(all, func(a, b event) int { return cmp.Compare(a.at, b.at) })
+	out := make([]string, len(all))
+	for i, e := range all {
+		out[i] = fmt.Sprintf("%+.0f ms %s", float64(e.at-at)/1e6, e.what)
+	}
+	return strings.Join(out, "; ")
 }
 
 // end lets the workers run a second more, stops them (but killed, which
@@ -584,8 +637,14 @@ func (h *harness) end(killed int) verdict {
 			h.t.Errorf("worker %d: %v\n%s", id, err, tail(w.out.String(), 3000))
 		}
 	}
-	h.t.Logf("seed %d: %d chaos events: %s", h.seed, len(h.events), strings.Join(h.events, "; "))
-	return check(h.t, h.backend, h.dir, h.setup)
+	h.mu.Lock()
+	what := make([]string, len(h.events))
+	for i, e := range h.events {
+		what[i] = e.what
+	}
+	h.mu.Unlock()
+	h.t.Logf("seed %d: %d chaos events: %s", h.seed, len(h.events), strings.Join(what, "; "))
+	return check(h.t, h.backend, h.dir, h.setup, h.timeline)
 }
 
 // fleetRun runs the change from the initial list to the target by the
@@ -629,10 +688,11 @@ func fleetRun(h *harness) verdict {
 		hung.Go(func() {
 			time.Sleep(time.Duration(300+rng.IntN(500)) * time.Millisecond)
 			setup.hung.Pause()
+			h.chaos("SIGSTOP destination %s for 1.5 s during the resumed migration", setup.hung.Addr)
 			time.Sleep(1500 * time.Millisecond)
 			setup.hung.Continue()
+			h.chaos("SIGCONT destination %s", setup.hung.Addr)
 		})
-		h.chaos("SIGSTOP destination %s for 1.5 s during the resumed migration", setup.hung.Addr)
 	}
 	for attempt := 0; h.step().Step != fleet.Stable; attempt++ {
 		if attempt == 20 {
@@ -693,7 +753,7 @@ type verdict struct {
 // b), and checks them against the model of a linearizable register per
 // key with one writer. It logs the first violations of each kind and
 // returns their counts (the caller judges them).
-func check(t *testing.T, b fleetBackend, dir string, setup fleetSetup) verdict {
+func check(t *testing.T, b fleetBackend, dir string, setup fleetSetup, timeline func(at int64) string) verdict {
 	var v verdict
 	ops := map[string][]op{} // key -> its writes, in order
 	var reads []op
@@ -712,6 +772,7 @@ func check(t *testing.T, b fleetBackend, dir string, setup fleetSetup) verdict {
 			if json.Unmarshal(sc.Bytes(), &o) != nil {
 				continue // a line cut by SIGKILL
 			}
+			o.by = strings.TrimSuffix(filepath.Base(name), ".log")
 			switch {
 			case o.Op == "get":
 				total++
@@ -791,8 +852,8 @@ func check(t *testing.T, b fleetBackend, dir string, setup fleetSetup) verdict {
 	for _, rd := range reads {
 		if !slices.ContainsFunc(allowed(rd.Key, rd.Start, rd.End), func(v *string) bool { return same(v, rd.Val) }) {
 			if v.stale++; v.stale <= 10 {
-				t.Logf("stale read of %s: got %v at [%d, %d]; allowed %v; its writes: %s", rd.Key, deref(rd.Val), rd.Start, rd.End,
-					derefs(allowed(rd.Key, rd.Start, rd.End)), writes(ops[rd.Key], rd.End))
+				t.Logf("stale read of %s by %s: got %v at [%d, %d]; allowed %v; its writes: %s; around it: %s", rd.Key, rd.by, deref(rd.Val), rd.Start, rd.End,
+					derefs(allowed(rd.Key, rd.Start, rd.End)), writes(ops[rd.Key], rd.End), timeline(rd.End))
 			}
 		}
 	}

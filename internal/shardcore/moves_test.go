@@ -61,7 +61,7 @@ func TestPrepareWaitsForEveryKeysGate(t *testing.T) {
 	k2 := ks[slices.IndexFunc(ks, func(k string) bool { return abc.Locate(k) == abcd.Locate(k) && abcde.Locate(k) == 4 })]
 
 	view0 := s.Acquire() // a command begun before the first move
-	if err := s.BeginWindow(shardList(clients[:4]), nil); err != nil {
+	if err := s.BeginWindow(shardList(clients[:4]), nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	view1 := s.Acquire() // a command of the first window
@@ -69,7 +69,7 @@ func TestPrepareWaitsForEveryKeysGate(t *testing.T) {
 		t.Fatal(err)
 	}
 	view2 := s.Acquire() // a command between the two moves
-	if err := s.BeginWindow(shardList(clients), nil); err != nil {
+	if err := s.BeginWindow(shardList(clients), nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	// k1's barriers wait for view0 and view1; k2's barrier for those and view2.
@@ -144,7 +144,7 @@ func TestUnnamedShardShiftIsRefusedColdAndPlannedAsAMove(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s2.BeginWindow(unnamed(clients[0], clients[2]), nil); err != nil {
+	if err := s2.BeginWindow(unnamed(clients[0], clients[2]), nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	v := s2.Acquire()
@@ -191,14 +191,14 @@ func TestWindowLifeCycle(t *testing.T) {
 	if s.Window() != nil {
 		t.Fatal("a window before BeginWindow")
 	}
-	if err := s.BeginWindow(shardList(clients), nil); err != nil {
+	if err := s.BeginWindow(shardList(clients), nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	w := s.Window()
 	if w == nil || len(w.ID) != 16 {
 		t.Fatalf("window %+v", w)
 	}
-	if err := s.BeginWindow(shardList(clients), nil); !errors.Is(err, shardcore.ErrMoveInProgress) {
+	if err := s.BeginWindow(shardList(clients), nil, nil); !errors.Is(err, shardcore.ErrMoveInProgress) {
 		t.Fatalf("second BeginWindow: %v", err)
 	}
 	if err := s.EndWindow(false); !errors.Is(err, shardcore.ErrMoveIncomplete) {
@@ -214,7 +214,7 @@ func TestWindowLifeCycle(t *testing.T) {
 	if s.Window() != nil {
 		t.Fatal("window after EndWindow")
 	}
-	if err := s.BeginWindow(shardList(clients[:3]), nil); err != nil {
+	if err := s.BeginWindow(shardList(clients[:3]), nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	if w2 := s.Window(); w2 == nil || w2.ID == w.ID || w2.Migrated() {
@@ -233,7 +233,7 @@ func TestBeginWindowPrepareFailureChangesNothing(t *testing.T) {
 	before := locateAll(s, ks)
 	boom := errors.New("boom")
 	var sawMove bool
-	err := s.BeginWindow(shardList(clients), func(v *shardcore.View[*testClient]) error {
+	err := s.BeginWindow(shardList(clients), nil, func(v *shardcore.View[*testClient]) error {
 		for _, k := range ks {
 			if _, to, moved := v.Moved(k); moved && to == 3 {
 				sawMove = true
@@ -258,14 +258,7 @@ func TestBeginWindowPrepareFailureChangesNothing(t *testing.T) {
 // the move); once the move ends, only d's ejection counts.
 func TestSettled(t *testing.T) {
 	clients := newClients("a", "b", "c", "d")
-	list := func(cs ...*testClient) []shardcore.Shard[*testClient] { // each shard's address its own
-		out := shardList(cs)
-		for i, c := range cs {
-			out[i].Addr = c.name + ".test:6379"
-		}
-		return out
-	}
-	s, err := shardcore.New(list(clients[:3]...), shardcore.Backend[*testClient]{
+	s, err := shardcore.New(ownAddrs(clients[:3]...), shardcore.Backend[*testClient]{
 		Health: shardcore.Health[*testClient]{Mode: shardcore.EjectMode, FailureLimit: 1, RetryTimeout: time.Hour}}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -298,7 +291,7 @@ func TestSettled(t *testing.T) {
 		}
 	}
 	check("all live", func(string) bool { return false })
-	if err := s.BeginWindow(list(clients[0], clients[2], clients[3]), nil); err != nil {
+	if err := s.BeginWindow(ownAddrs(clients[0], clients[2], clients[3]), nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	check("move begun", func(string) bool { return false })
@@ -312,9 +305,77 @@ func TestSettled(t *testing.T) {
 	check("move ended", func(k string) bool { return acd.Locate(k) == 2 })
 }
 
+// ownAddrs makes a named shard per client, each at an address of its own
+// (its name's): a shard keeps its identity whatever its position.
+func ownAddrs(cs ...*testClient) []shardcore.Shard[*testClient] {
+	out := shardList(cs)
+	for i, c := range cs {
+		out[i].Addr = c.name + ".test:6379"
+	}
+	return out
+}
+
 func b2i(b bool) int {
 	if b {
 		return 1
 	}
 	return 0
+}
+
+// BeginWindow's leaving gives each shard that leaves the client it returns,
+// in the same switch: the view before routes by the old list with the old
+// clients, the window holds the new ones (an old one is closed once the
+// commands using it end), and a shard that stays keeps its own. A failing
+// leaving changes nothing.
+func TestBeginWindowLeavingClients(t *testing.T) {
+	clients := newClients("a", "b", "c", "d")
+	s, err := shardcore.New(ownAddrs(clients[:3]...), shardcore.Backend[*testClient]{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	replacement := &testClient{name: "b"}
+	var asked []string
+	errRefused := errors.New("refused")
+	if err := s.BeginWindow(ownAddrs(clients[0], clients[2], clients[3]), func(sh shardcore.Shard[*testClient]) (*testClient, error) {
+		return nil, errRefused
+	}, nil); !errors.Is(err, errRefused) {
+		t.Fatalf("BeginWindow with a failing leaving: %v, want %v", err, errRefused)
+	}
+	if v := s.Acquire(); v.Previous() != nil || v.Len() != 3 || v.Client(1) != clients[1] {
+		t.Fatalf("after a failed BeginWindow: previous %v, %d shards, shard 1 %s; want no window, 3, the old b", v.Previous(), v.Len(), v.Client(1).name)
+	} else {
+		v.Release()
+	}
+	before := s.Acquire() // a command begun before the window, on the old b
+	err = s.BeginWindow(ownAddrs(clients[0], clients[2], clients[3]), func(sh shardcore.Shard[*testClient]) (*testClient, error) {
+		asked = append(asked, sh.Name)
+		return replacement, nil
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := s.Acquire()
+	defer v.Release()
+	got := make([]string, v.Len())
+	for i := range v.Len() {
+		got[i] = fmt.Sprintf("%s:%p", v.Shard(i).Name, v.Client(i))
+	}
+	want := []string{
+		fmt.Sprintf("a:%p", clients[0]), fmt.Sprintf("c:%p", clients[2]), fmt.Sprintf("d:%p", clients[3]), fmt.Sprintf("b:%p", replacement),
+	}
+	if !slices.Equal(asked, []string{"b"}) || !slices.Equal(got, want) {
+		t.Fatalf("leaving asked for %v, window shards %v; want [b], %v", asked, got, want)
+	}
+	if clients[1].closed.Load() {
+		t.Fatal("the old b closed while a command of the view before uses it")
+	}
+	before.Release()
+	deadline := time.Now().Add(5 * time.Second)
+	for !clients[1].closed.Load() && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if !clients[1].closed.Load() || replacement.closed.Load() || clients[0].closed.Load() {
+		t.Fatalf("closed: old b %v, new b %v, a %v; want true, false, false", clients[1].closed.Load(), replacement.closed.Load(), clients[0].closed.Load())
+	}
 }

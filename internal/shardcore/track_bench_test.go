@@ -22,7 +22,7 @@ func BenchmarkTrackInWindow(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer s.Close()
-			if err := s.BeginWindow(shardList(clients), nil); err != nil {
+			if err := s.BeginWindow(shardList(clients), nil, nil); err != nil {
 				b.Fatal(err)
 			}
 			if tc.eject {

@@ -100,7 +100,15 @@ func (v *View[C]) Window() *Window { return v.window }
 // the backend removes there the stale copies that the shards gaining keys
 // hold (see package redis). If prepare fails, nothing changes and its
 // error is returned.
-func (s *Sharded[C]) BeginWindow(shards []Shard[C], prepare func(*View[C]) error) error {
+//
+// A shard that leaves keeps its client, or, when leaving is not nil, the
+// client leaving returns for it (the old one is then closed once the
+// commands using it have ended): a fleet's sources get clients that their
+// fence accepts in the same switch that stops routing keys to them, so no
+// view ever routes by the old list with such clients (see package redis).
+// If leaving fails, nothing changes and its error is returned; the clients
+// it returned before are the caller's to close.
+func (s *Sharded[C]) BeginWindow(shards []Shard[C], leaving func(Shard[C]) (C, error), prepare func(*View[C]) error) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	cur, v, err := s.nextView(shards)
@@ -113,6 +121,11 @@ func (s *Sharded[C]) BeginWindow(shards []Shard[C], prepare func(*View[C]) error
 	for i, sh := range cur.shards {
 		j := matched[i]
 		if j < 0 {
+			if leaving != nil {
+				if sh.Client, err = leaving(sh); err != nil {
+					return err
+				}
+			}
 			j = len(v.shards)
 			v.shards = append(v.shards, sh)
 			v.health = append(v.health, cur.health[i])
