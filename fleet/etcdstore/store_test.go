@@ -17,7 +17,7 @@ import (
 
 	"github.com/shardedcache/shardedcache/fleet"
 	"github.com/shardedcache/shardedcache/fleet/etcdstore"
-	"github.com/shardedcache/shardedcache/fleet/etcdstore/internal/etcdtest"
+	"github.com/shardedcache/shardedcache/internal/etcdtest"
 	"github.com/shardedcache/shardedcache/fleet/fleettest"
 )
 
