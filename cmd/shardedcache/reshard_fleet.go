@@ -15,6 +15,7 @@ import (
 
 	shardedfleet "github.com/shardedcache/shardedcache/fleet"
 	"github.com/shardedcache/shardedcache/fleet/etcdstore"
+	shardedmc "github.com/shardedcache/shardedcache/memcache"
 	shardedredis "github.com/shardedcache/shardedcache/redis"
 )
 
@@ -130,9 +131,11 @@ func loadState(ctx context.Context, store shardedfleet.Store, o fleetOptions) (s
 }
 
 // reshardFleet drives the fleet's change from old's list to next's
-// through the store (shardedfleet.Reshard, or shardedfleet.Resume when the store holds
-// this change unfinished), with old's client as the driver's backend and
-// a progress bar of the migration on stderr.
+// through the store (fleet.Reshard, or fleet.Resume when the store holds
+// this change unfinished), with a client of old's list as the driver's
+// backend (driverBackend) and a progress bar of the migration on stderr.
+// A store or list that does not match is a configError (exit 2); a change
+// that stopped says at which step it stands (exit 3).
 func reshardFleet(ctx context.Context, old, next *fleet, opt reshardOptions, fo fleetOptions, stdout, stderr io.Writer) error {
 	if old.mc != nil && (opt.rate != 0 || opt.batch != 0) {
 		return configErrorf("--rate and --batch: a memcache fleet's migration has no such settings")
@@ -176,12 +179,11 @@ func reshardFleet(ctx context.Context, old, next *fleet, opt reshardOptions, fo 
 	if err != nil {
 		return err
 	}
-	var backend shardedfleet.Backend
-	if old.rdb != nil {
-		backend = old.rdb.FleetBackend(shardedredis.MigrateOptions{BatchSize: opt.batch, KeysPerSecond: opt.rate})
-	} else {
-		backend = old.mc.FleetBackend()
+	backend, closeBackend, err := driverBackend(old.list, opt)
+	if err != nil {
+		return err
 	}
+	defer closeBackend()
 	d := &fleetDrive{run: func(ctx context.Context, do shardedfleet.DriverOptions) (shardedfleet.State, error) {
 		do.LockTTL = fo.lockTTL
 		if resume {
@@ -207,9 +209,27 @@ func reshardFleet(ctx context.Context, old, next *fleet, opt reshardOptions, fo 
 	return nil
 }
 
+// driverBackend returns the driver's backend, a sharded client of l's of
+// its own (every connection it makes is set up for the fleet's fences),
+// and the function that closes it.
+func driverBackend(l *fleetList, opt reshardOptions) (shardedfleet.Backend, func(), error) {
+	if l.Redis != nil {
+		c, err := shardedredis.NewShardedClient(l.Redis)
+		if err != nil {
+			return nil, nil, configErrorf("%s: %v", l.Path, err)
+		}
+		return c.FleetBackend(shardedredis.MigrateOptions{BatchSize: opt.batch, KeysPerSecond: opt.rate}), func() { _ = c.Close() }, nil
+	}
+	c, err := shardedmc.NewShardedClient(l.Memcache)
+	if err != nil {
+		return nil, nil, configErrorf("%s: %v", l.Path, err)
+	}
+	return c.FleetBackend(), func() { _ = c.Close() }, nil
+}
+
 // fleetDrive is a fleet's change run as a progressMigration, so that it
-// shows the progress bar of reshard's migration: run is shardedfleet.Reshard or
-// shardedfleet.Resume with the driver's options.
+// shows the progress bar of reshard's migration: run is fleet.Reshard or
+// fleet.Resume with the driver's options.
 type fleetDrive struct {
 	run   func(context.Context, shardedfleet.DriverOptions) (shardedfleet.State, error)
 	last  atomic.Pointer[shardedfleet.Progress]

@@ -23,6 +23,8 @@ import (
 	shardedfleet "github.com/shardedcache/shardedcache/fleet"
 	"github.com/shardedcache/shardedcache/fleet/etcdstore"
 	"github.com/shardedcache/shardedcache/internal/etcdtest"
+	shardedmc "github.com/shardedcache/shardedcache/memcache"
+	shardedredis "github.com/shardedcache/shardedcache/redis"
 )
 
 var prefixes atomic.Int64
@@ -149,12 +151,7 @@ func (w *writer) end(t *testing.T) map[string]string {
 	return w.last
 }
 
-type redisKV struct{ c redisCmdable }
-
-type redisCmdable interface {
-	Set(ctx context.Context, key string, value any, ttl time.Duration) *goredis.StatusCmd
-	Get(ctx context.Context, key string) *goredis.StringCmd
-}
+type redisKV struct{ c *shardedredis.ShardedClient }
 
 func (r redisKV) set(ctx context.Context, k, v string) error { return r.c.Set(ctx, k, v, 0).Err() }
 func (r redisKV) get(ctx context.Context, k string) (string, bool, error) {
@@ -383,12 +380,7 @@ func movingState(t *testing.T, r *fleetRun) shardedfleet.State {
 	return st
 }
 
-type memcacheKV struct{ c memcacheGetSetter }
-
-type memcacheGetSetter interface {
-	SetContext(ctx context.Context, it *gomemcache.Item) error
-	GetContext(ctx context.Context, key string) (*gomemcache.Item, error)
-}
+type memcacheKV struct{ c *shardedmc.ShardedClient }
 
 func (m memcacheKV) set(ctx context.Context, k, v string) error {
 	return m.c.SetContext(ctx, &gomemcache.Item{Key: k, Value: []byte(v)})
