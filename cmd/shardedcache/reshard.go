@@ -36,24 +36,26 @@ the scan continues where it stood. The file is removed once every key moved.
 
 This process moves the keys; the applications' clients must follow the same
 change (stopped, or switched to NEW at the same time) so that none writes a
-key to its old owner meanwhile, unless they are a fleet's members:
-
-With --etcd and --prefix, reshard drives the change of a fleet whose
-processes joined it (JoinFleet with package fleet/etcdstore's store, under
-that prefix): fleet.Reshard takes the store's driver lock and stores each
-step, which every member follows, while this process removes stale copies,
-fences the old owners and runs the migration, with the same progress bar.
-The store's list must be OLD's shards; the change's state in the store is
-its checkpoint (no file): after a crash, a kill or a Ctrl-C, which leaves
-the fleet paused safely at its step, run the same command again and it
-resumes the change (fleet.Resume). A fleet's shards are named and share the
-list's options (username, password): the store holds no credentials.
+key to its old owner meanwhile, unless they are a fleet's members (--etcd,
+below).
 
 For a memcache list, keys move as they are read in the window
 (memcache.BeginResharding): reshard lists every old shard's keys
 (lru_crawler metadump) and reads those whose owner changes, in batches, then
 ends the window. A key moved is gone from its old owner, so a run cut short
-is resumed by running it again (no checkpoint file; --rate applies).`,
+is resumed by running it again (no checkpoint file; --rate applies).
+
+With --etcd and --prefix, reshard drives the change of a fleet whose
+processes joined it (JoinFleet with package fleet/etcdstore's store, under
+that prefix), redis or memcache: fleet.Reshard takes the store's driver
+lock and stores each step, which every member follows, while this process
+removes stale copies, fences the old owners (redis) and runs the migration,
+with the same progress bar. The store's list must be OLD's shards; the
+change's state in the store is its checkpoint (no file): after a crash, a
+kill or a Ctrl-C, which leaves the fleet paused safely at its step, run the
+same command again and it resumes the change (fleet.Resume). A fleet's
+shards are named and share the list's options (username, password): the
+store holds no credentials.`,
 		Args: exactArgs("OLD", "NEW"),
 		RunE: func(c *cobra.Command, args []string) error {
 			if err := opt.check(); err != nil {

@@ -33,14 +33,16 @@ type fleetOptions struct {
 const storeTimeout = 10 * time.Second
 
 // on reports whether the fleet mode was asked for.
-func (o fleetOptions) on() bool { return len(o.etcd) > 0 || o.prefix != "" }
+func (o fleetOptions) on() bool { return len(o.etcd) > 0 || o.prefix != "" || o.lockTTL != 0 }
 
 // check refuses the fleet mode's bad flags, and the flags of the
 // one-process mode that it has no use for, naming the flag.
 func (o fleetOptions) check(opt reshardOptions) error {
 	switch {
-	case len(o.etcd) == 0:
+	case len(o.etcd) == 0 && o.prefix != "":
 		return configErrorf("--prefix: needs --etcd (the endpoints of the fleet's etcd)")
+	case len(o.etcd) == 0:
+		return configErrorf("--lock-ttl: needs --etcd (the endpoints of the fleet's etcd)")
 	case o.prefix == "":
 		return configErrorf("--prefix: required with --etcd (the fleet's key prefix in etcd, as its members give it to etcdstore.New)")
 	case slices.Contains(o.etcd, ""):
@@ -192,8 +194,9 @@ func reshardFleet(ctx context.Context, old, next *fleet, opt reshardOptions, fo 
 		return shardedfleet.Reshard(ctx, store, backend, to, do)
 	}}
 	runErr := runWithProgress(ctx, d, total, nil, stderr)
-	p := d.progress()
-	fmt.Fprintf(stdout, "migration: %d keys scanned, %d moved, %d of %d sources done\n", p.Scanned, p.Moved, p.Done, p.Sources)
+	if p := d.last.Load(); p != nil { // this run reached the migration
+		fmt.Fprintf(stdout, "migration: %d keys scanned, %d moved, %d of %d sources done\n", p.Scanned, p.Moved, p.Done, p.Sources)
+	}
 	if runErr != nil {
 		if ctx.Err() != nil {
 			runErr = errors.New("interrupted")

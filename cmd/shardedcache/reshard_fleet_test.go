@@ -453,6 +453,7 @@ func TestReshardFleetBadInput(t *testing.T) {
 	}{
 		{"no prefix", []string{"reshard", list, list, "--etcd", etcd}, "--prefix: required with --etcd"},
 		{"no etcd", []string{"reshard", list, list, "--prefix", "/p"}, "--prefix: needs --etcd"},
+		{"lock without etcd", []string{"reshard", list, list, "--lock-ttl", "5s"}, "--lock-ttl: needs --etcd"},
 		{"empty endpoint", []string{"reshard", list, list, "--etcd", etcd + ",", "--prefix", "/p"}, `--etcd: an empty endpoint in "127.0.0.1:1,"`},
 		{"prefix", []string{"reshard", list, list, "--etcd", etcd, "--prefix", "/p/"}, `--prefix: etcdstore: prefix "/p/" ends with "/"`},
 		{"checkpoint", []string{"reshard", list, list, "--etcd", etcd, "--prefix", "/p", "--checkpoint", "cp.json"}, "--checkpoint: a fleet's change keeps its state in the store"},
