@@ -194,7 +194,8 @@ func joinFleet(t *testing.T, kv kvClient, n int, join func(ctx context.Context, 
 	return r
 }
 
-// args are the tool's fleet mode's on r's store.
+// args are the tool's arguments for the fleet mode on r's store: reshard
+// OLD NEW, the store's flags, then more.
 func (r *fleetRun) args(old, next string, more ...string) []string {
 	return append([]string{"reshard", old, next, "--etcd", r.endpoint, "--prefix", r.prefix}, more...)
 }
