@@ -2,10 +2,14 @@
 // memcached shards placed by shardedcache's ring: it shows each shard's
 // exact share and where keys live, plans a change of the shard list, finds
 // and settles keys held by a shard that does not own them, runs a
-// resharding with a progress bar and a checkpoint to resume from, moves a
-// fleet into Redis Cluster, and shows the servers' counters.
+// resharding with a progress bar and a checkpoint to resume from (or, with
+// --etcd, drives the change of a fleet whose processes joined it: package
+// fleet), moves a fleet into Redis Cluster, and shows the servers' counters.
 //
 //	go install github.com/shardedcache/shardedcache/cmd/shardedcache@latest
+//
+// It is a module of its own, which requires the SDK's and fleet/etcdstore's
+// modules (no replace directives); in a checkout, its go.work uses theirs.
 //
 // Every subcommand reads a shard list (YAML or JSON): the backend, the
 // shards (name, address, DB, weight), the placement preset and its

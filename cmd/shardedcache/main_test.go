@@ -19,6 +19,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 
+	"github.com/shardedcache/shardedcache/internal/etcdtest"
 	"github.com/shardedcache/shardedcache/internal/rediscluster"
 	"github.com/shardedcache/shardedcache/internal/serverproc"
 )
@@ -81,6 +82,7 @@ func runTests(m *testing.M) int {
 			defer stop()
 			mcAddrs = append(mcAddrs, addr)
 		}
+		defer etcdtest.StopShared() // if a test started it
 		return m.Run()
 	}()
 	if code == 0 { // the servers are stopped, and their goroutines ended

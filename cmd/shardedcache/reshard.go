@@ -20,6 +20,7 @@ import (
 
 func reshardCmd() *cobra.Command {
 	var opt reshardOptions
+	var fo fleetOptions
 	c := &cobra.Command{
 		Use:   "reshard OLD NEW",
 		Short: "Move every key from the OLD shard list to the NEW one, with progress; resumable",
@@ -35,18 +36,35 @@ the scan continues where it stood. The file is removed once every key moved.
 
 This process moves the keys; the applications' clients must follow the same
 change (stopped, or switched to NEW at the same time) so that none writes a
-key to its old owner meanwhile: this command does not drive a fleet change
-(package fleet) yet.
+key to its old owner meanwhile, unless they are a fleet's members (--etcd,
+below).
 
 For a memcache list, keys move as they are read in the window
 (memcache.BeginResharding): reshard lists every old shard's keys
 (lru_crawler metadump) and reads those whose owner changes, in batches, then
 ends the window. A key moved is gone from its old owner, so a run cut short
-is resumed by running it again (no checkpoint file; --rate applies).`,
+is resumed by running it again (no checkpoint file; --rate applies).
+
+With --etcd and --prefix, reshard drives the change of a fleet whose
+processes joined it (JoinFleet with package fleet/etcdstore's store, under
+that prefix), redis or memcache: fleet.Reshard takes the store's driver
+lock and stores each step, which every member follows, while this process
+removes stale copies, fences the old owners (redis) and runs the migration,
+with the same progress bar. The store's list must be OLD's shards; the
+change's state in the store is its checkpoint (no file): after a crash, a
+kill or a Ctrl-C, which leaves the fleet paused safely at its step, run the
+same command again and it resumes the change (fleet.Resume). A fleet's
+shards are named and share the list's options (username, password): the
+store holds no credentials.`,
 		Args: exactArgs("OLD", "NEW"),
 		RunE: func(c *cobra.Command, args []string) error {
 			if err := opt.check(); err != nil {
 				return err
+			}
+			if fo.on() {
+				if err := fo.check(opt); err != nil {
+					return err
+				}
 			}
 			return withFleet(args[0], func(old *fleet) error {
 				return withFleet(args[1], func(next *fleet) error {
@@ -59,6 +77,9 @@ is resumed by running it again (no checkpoint file; --rate applies).`,
 					}
 					printPlan(c.OutOrStdout(), old, next, diff, nil)
 					fmt.Fprintln(c.OutOrStdout())
+					if fo.on() {
+						return reshardFleet(c.Context(), old, next, opt, fo, c.OutOrStdout(), c.ErrOrStderr())
+					}
 					if old.mc != nil {
 						return reshardMemcache(c.Context(), old, next, opt, c.OutOrStdout(), c.ErrOrStderr())
 					}
@@ -81,6 +102,9 @@ is resumed by running it again (no checkpoint file; --rate applies).`,
 	c.Flags().BoolVar(&opt.serverSide, "server-side", false, "move keys with Redis's MIGRATE, server to server")
 	c.Flags().IntVar(&opt.batch, "batch", 0, "keys per SCAN page and per move (0: 200)")
 	c.Flags().BoolVar(&opt.dropStale, "drop-stale", false, "go ahead when NEW's shards hold keys that NEW places there and OLD does not: they are deleted as stale")
+	c.Flags().StringSliceVar(&fo.etcd, "etcd", nil, "drive the change of a fleet whose store is in this etcd: its endpoints, comma-separated (host:port or http://host:port)")
+	c.Flags().StringVar(&fo.prefix, "prefix", "", "the fleet's key prefix in etcd, as its members give it to etcdstore.New (with --etcd)")
+	c.Flags().DurationVar(&fo.lockTTL, "lock-ttl", 0, "the lease of the fleet's driver lock: after a crash, another run takes over once it ran out (with --etcd; 0: 10s)")
 	return c
 }
 

@@ -48,7 +48,7 @@ import (
 
 	"github.com/shardedcache/shardedcache/fleet"
 	"github.com/shardedcache/shardedcache/fleet/etcdstore"
-	"github.com/shardedcache/shardedcache/fleet/etcdstore/internal/etcdtest"
+	"github.com/shardedcache/shardedcache/internal/etcdtest"
 	"github.com/shardedcache/shardedcache/internal/rediscluster"
 	shardedredis "github.com/shardedcache/shardedcache/redis"
 	"github.com/shardedcache/shardedcache/ring"

@@ -17,8 +17,8 @@ import (
 
 	"github.com/shardedcache/shardedcache/fleet"
 	"github.com/shardedcache/shardedcache/fleet/etcdstore"
-	"github.com/shardedcache/shardedcache/fleet/etcdstore/internal/etcdtest"
 	"github.com/shardedcache/shardedcache/fleet/fleettest"
+	"github.com/shardedcache/shardedcache/internal/etcdtest"
 )
 
 func TestMain(m *testing.M) {
