@@ -927,46 +927,19 @@ func check(t *testing.T, b fleetBackend, dir string, setup fleetSetup, timeline 
 			t.Logf("%d move marks left on %s", marks, p.addr)
 		}
 	}
-	// allowed returns the values key may hold for a read over [start, end]:
-	// the last write acknowledged before start, and every write after it
-	// that started before end (acknowledged or not).
-	allowed := func(key string, start, end int64) []*string {
-		ws := ops[key]
-		last := -1
-		for i, w := range ws {
-			if w.OK && w.End > 0 && w.End < start {
-				last = i
-			}
-		}
-		var out []*string
-		if last < 0 {
-			out = append(out, nil)
-		} else {
-			out = append(out, value(ws[last]))
-		}
-		for _, w := range ws[last+1:] {
-			if w.Start < end {
-				out = append(out, value(w))
-			}
-		}
-		return out
-	}
-	got := func(rd op, from int64) bool {
-		return slices.ContainsFunc(allowed(rd.Key, from, rd.End), func(v *string) bool { return same(v, rd.Val) })
-	}
 	var lagged int
 	var maxLag int64
 	for _, rd := range reads {
-		from := rd.Start - allowance(rd)
+		ws, from := ops[rd.Key], rd.Start-allowance(rd)
 		switch {
-		case !got(rd, from):
+		case !fits(ws, rd, from):
 			if v.stale++; v.stale <= 10 {
 				t.Logf("stale read of %s by %s: got %v at [%d, %d], allowance %.1f ms; allowed %v; its writes: %s; around it: %s", rd.Key, rd.by, deref(rd.Val), rd.Start, rd.End,
-					float64(rd.Start-from)/1e6, derefs(allowed(rd.Key, from, rd.End)), writes(ops[rd.Key], rd.End), timeline(rd.End))
+					float64(rd.Start-from)/1e6, derefs(allowed(ws, from, rd.End)), writes(ws, rd.End), timeline(rd.End))
 			}
-		case !got(rd, rd.Start):
+		case !fits(ws, rd, rd.Start):
 			lagged++
-			maxLag = max(maxLag, rd.Start-missed(ops[rd.Key], rd))
+			maxLag = max(maxLag, rd.Start-missed(ws, rd))
 		}
 	}
 	if lagged > 0 {
@@ -978,9 +951,9 @@ func check(t *testing.T, b fleetBackend, dir string, setup fleetSetup, timeline 
 		if v, ok := final[key]; ok {
 			got = &v
 		}
-		if !slices.ContainsFunc(allowed(key, now, now), func(v *string) bool { return same(v, got) }) {
+		if !fits(ops[key], op{Val: got, End: now}, now) {
 			if v.lost++; v.lost <= 10 {
-				t.Logf("key %s ends as %v; allowed %v", key, deref(got), derefs(allowed(key, now, now)))
+				t.Logf("key %s ends as %v; allowed %v", key, deref(got), derefs(allowed(ops[key], now, now)))
 			}
 		}
 	}
@@ -991,6 +964,37 @@ func check(t *testing.T, b fleetBackend, dir string, setup fleetSetup, timeline 
 		t.Error("no operations logged")
 	}
 	return v
+}
+
+// allowed returns the values a key whose writes are ws may hold for a read
+// over [start, end]: the last write acknowledged before start, and every
+// write after it that started before end (acknowledged or not).
+func allowed(ws []op, start, end int64) []*string {
+	last := -1
+	for i, w := range ws {
+		if w.OK && w.End > 0 && w.End < start {
+			last = i
+		}
+	}
+	var out []*string
+	if last < 0 {
+		out = append(out, nil)
+	} else {
+		out = append(out, value(ws[last]))
+	}
+	for _, w := range ws[last+1:] {
+		if w.Start < end {
+			out = append(out, value(w))
+		}
+	}
+	return out
+}
+
+// fits reports whether rd's value is one that a read over [from, rd.End]
+// of a key whose writes are ws may return: rd.Start, or earlier by the
+// read's allowance.
+func fits(ws []op, rd op, from int64) bool {
+	return slices.ContainsFunc(allowed(ws, from, rd.End), func(v *string) bool { return same(v, rd.Val) })
 }
 
 // value is what a write leaves: its value, or nil for a delete.
@@ -1102,5 +1106,47 @@ func TestRunningBack(t *testing.T) {
 		if got := runningBack(c.at, c.d, stops); got != c.want {
 			t.Errorf("runningBack(%d, %d) = %d; want %d", c.at, c.d, got, c.want)
 		}
+	}
+}
+
+// TestCacheAllowance: what check allows a read of key w1:g0:k0 (worker 1's)
+// with caching on, and without it: two writes, the second acknowledged at
+// 1001 ms; worker 3 stopped from 900 ms to 5000 ms.
+func TestCacheAllowance(t *testing.T) {
+	const ms = int64(time.Millisecond)
+	key, v1, v2, never := "w1:g0:k0", "1:0:1", "1:0:2", "1:0:9"
+	ws := []op{
+		{Op: "set", Key: key, Val: &v1, Start: 0, End: 1 * ms, OK: true},
+		{Op: "set", Key: key, Val: &v2, Start: 1000 * ms, End: 1001 * ms, OK: true},
+	}
+	h := &harness{cached: true, stopped: map[string][][2]int64{"w3": {{900 * ms, 5000 * ms}}}}
+	for _, c := range []struct {
+		name      string
+		by        string
+		start     int64
+		val       *string
+		allowance int64
+		fits      bool
+	}{
+		{"its writer reads the value it replaced", "w1", 1002 * ms, &v1, 0, false},
+		{"its writer reads the last value", "w1", 1002 * ms, &v2, 0, true},
+		{"another reads the replaced value 58 ms after", "w2", 1059 * ms, &v1, 59 * ms, true},
+		{"another reads the replaced value 60 ms after", "w2", 1061 * ms, &v1, 59 * ms, false},
+		{"another reads the last value", "w2", 1061 * ms, &v2, 59 * ms, true},
+		{"another reads a value never written", "w2", 1002 * ms, &never, 59 * ms, false},
+		{"another reads none", "w2", 1002 * ms, nil, 59 * ms, false},
+		{"a stopped reader, 10 ms after it resumed", "w3", 5010 * ms, &v1, 4159 * ms, true},
+		{"a stopped reader, 60 ms after it resumed", "w3", 5060 * ms, &v1, 59 * ms, false},
+	} {
+		rd := op{Op: "get", Key: key, Val: c.val, Start: c.start, End: c.start + ms, OK: true, by: c.by}
+		a := h.allowance(rd)
+		if got := fits(ws, rd, rd.Start-a); a != c.allowance || got != c.fits {
+			t.Errorf("%s: allowance %d ns, fits %v; want %d ns, %v", c.name, a, got, c.allowance, c.fits)
+		}
+	}
+	h.cached = false
+	rd := op{Op: "get", Key: key, Val: &v1, Start: 1002 * ms, End: 1003 * ms, OK: true, by: "w2"}
+	if a := h.allowance(rd); a != 0 || fits(ws, rd, rd.Start-a) {
+		t.Errorf("without caching, another reads the replaced value 1 ms after: allowance %d, fits %v; want 0, false", a, fits(ws, rd, rd.Start-a))
 	}
 }
