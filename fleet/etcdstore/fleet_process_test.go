@@ -683,7 +683,10 @@ func (h *harness) end(killed int) verdict {
 
 // cacheHits logs the cache hits of the workers that ended (a killed one
 // writes none), and fails the test if there were none: the run would not
-// have tested caching.
+// have tested caching. They are the hits of the shard clients each worker
+// had at the end, those the change gave it (CacheStats: a client replaced
+// by the change takes its counters with it), so the hits before the
+// change are not in them.
 func (h *harness) cacheHits() {
 	files, _ := filepath.Glob(filepath.Join(h.dir, "w*.log.hits"))
 	var hits uint64
