@@ -937,8 +937,9 @@ func check(t *testing.T, b fleetBackend, dir string, setup fleetSetup, timeline 
 		switch {
 		case !fits(ws, rd, from):
 			if v.stale++; v.stale <= 10 {
-				t.Logf("stale read of %s by %s: got %v at [%d, %d], allowance %.1f ms; allowed %v; its writes: %s; around it: %s", rd.Key, rd.by, deref(rd.Val), rd.Start, rd.End,
-					float64(rd.Start-from)/1e6, derefs(allowed(ws, from, rd.End)), writes(ws, rd.End), timeline(rd.End))
+				t.Logf("stale read of %s by %s: got %v at [%d, %d], allowance %.1f ms; allowed %v; its writes: %s; the reader's next reads of it: %s; around it: %s",
+					rd.Key, rd.by, deref(rd.Val), rd.Start, rd.End, float64(rd.Start-from)/1e6, derefs(allowed(ws, from, rd.End)), writes(ws, rd.End),
+					nextReads(reads, rd), timeline(rd.End))
 			}
 		case !fits(ws, rd, rd.Start):
 			lagged++
@@ -1048,6 +1049,18 @@ func writes(ws []op, end int64) string {
 		}
 	}
 	return strings.Join(out[max(0, len(out)-5):], "; ")
+}
+
+// nextReads describes the next five reads of rd's key by rd's reader,
+// relative to rd's end (ms): whether a stale value stays.
+func nextReads(reads []op, rd op) string {
+	var out []string
+	for _, o := range reads {
+		if o.by == rd.by && o.Key == rd.Key && o.Start > rd.Start && len(out) < 5 {
+			out = append(out, fmt.Sprintf("%s [%.1f, %.1f]", deref(o.Val), float64(o.Start-rd.End)/1e6, float64(o.End-rd.End)/1e6))
+		}
+	}
+	return strings.Join(out, "; ")
 }
 
 func deref(v *string) string {
