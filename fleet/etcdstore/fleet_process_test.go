@@ -7,14 +7,16 @@ package etcdstore_test
 // and reads every worker's keys; it logs every operation with its start
 // and end on the machine's clock. A driver changes the fleet meanwhile --
 // reshards 3 -> 4 shards (TestFleetResharding on redis-servers,
-// TestFleetReshardingMemcache on memcached), or moves 3 redis-servers into
+// TestFleetReshardingMemcache on memcached, TestFleetReshardingCached on
+// redis-servers with every client caching), or moves 3 redis-servers into
 // a real 3-master Redis Cluster (TestFleetClusterMove) -- under chaos: a
 // worker paused past every timeout, a worker killed and a new one started
 // mid-change, the driver killed mid-migration and the change resumed by
 // another process, a destination redis-server (the new shard's, or a
 // master of the cluster) hung mid-migration. At the end the logs are
 // checked against a model: no lost acknowledged write, no resurrected
-// delete, no read older than a write acknowledged before it started, no
+// delete, no read older than a write acknowledged before it started (with
+// caching, by more than the read's allowance: see harness.allowance), no
 // stray copy or move mark left on any server.
 //
 // One harness runs every test: a fleetCase is a backend (fleet_backends_test.go:
