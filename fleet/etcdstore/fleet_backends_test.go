@@ -75,6 +75,9 @@ func backendOf(t *testing.T) fleetBackend {
 // control (envLeaseless): a fleet without member leases.
 func leaseless() bool { return os.Getenv(envLeaseless) == "1" }
 
+// cached reports whether this process's redis clients cache (envCached).
+func cached() bool { return os.Getenv(envCached) == "1" }
+
 // redisBackend: redis-servers (internal/rediscluster, as the cluster's
 // nodes are started), fenced; a shard of the list may be a Redis Cluster.
 type redisBackend struct{}
@@ -127,15 +130,22 @@ func redisShard(sh fleet.Shard) shardedredis.ShardOptions {
 }
 
 // newRedisClient returns a sharded client over list with the test's
-// timeouts (short, so that a hung server is noticed).
+// timeouts (short, so that a hung server is noticed); with cached(), every
+// shard caches as the single-process cache tests do (RESP3, go-redis's
+// ClientSideCacheConfig with 200,000 entries: the settings of
+// integration_test/internal/fixtures.CachedOptions).
 func newRedisClient(t *testing.T, list []fleet.Shard) *shardedredis.ShardedClient {
 	opts := make([]shardedredis.ShardOptions, len(list))
 	for i, sh := range list {
 		opts[i] = redisShard(sh)
 	}
-	c, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: opts, Options: &goredis.Options{
+	shared := &goredis.Options{
 		DialTimeout: 300 * time.Millisecond, ReadTimeout: 300 * time.Millisecond, WriteTimeout: 300 * time.Millisecond, PoolSize: 8,
-	}})
+	}
+	if cached() {
+		shared.Protocol, shared.ClientSideCacheConfig = 3, &goredis.ClientSideCacheConfig{MaxEntries: 200_000}
+	}
+	c, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: opts, Options: shared})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,14 +7,16 @@ package etcdstore_test
 // and reads every worker's keys; it logs every operation with its start
 // and end on the machine's clock. A driver changes the fleet meanwhile --
 // reshards 3 -> 4 shards (TestFleetResharding on redis-servers,
-// TestFleetReshardingMemcache on memcached), or moves 3 redis-servers into
+// TestFleetReshardingMemcache on memcached, TestFleetReshardingCached on
+// redis-servers with every client caching), or moves 3 redis-servers into
 // a real 3-master Redis Cluster (TestFleetClusterMove) -- under chaos: a
 // worker paused past every timeout, a worker killed and a new one started
 // mid-change, the driver killed mid-migration and the change resumed by
 // another process, a destination redis-server (the new shard's, or a
 // master of the cluster) hung mid-migration. At the end the logs are
 // checked against a model: no lost acknowledged write, no resurrected
-// delete, no read older than a write acknowledged before it started, no
+// delete, no read older than a write acknowledged before it started (with
+// caching, by more than the read's allowance: see harness.allowance), no
 // stray copy or move mark left on any server.
 //
 // One harness runs every test: a fleetCase is a backend (fleet_backends_test.go:
@@ -66,6 +68,7 @@ const (
 	envStopFile  = "SC_FLEET_STOP"
 	envBackend   = "SC_FLEET_BACKEND"   // a key of backends
 	envLeaseless = "SC_FLEET_LEASELESS" // "1": the memcache negative control (noLeases)
+	envCached    = "SC_FLEET_CACHED"    // "1": every redis client caches (fleetCase.cached)
 	// The cluster's negative control's workers (noFleet): the cluster
 	// they move to (JSON []fleet.Shard), the file whose creation makes
 	// them call BeginClusterMove, and, for the one that runs the
@@ -204,6 +207,16 @@ func runWorker(t *testing.T) {
 		})
 	}
 	wg.Wait()
+	if rc, ok := c.(redisClient); ok && cached() {
+		// The cache's hits, for the harness to see that the run cached.
+		var hits uint64
+		for _, st := range rc.c.CacheStats() {
+			hits += st.Hits
+		}
+		if err := os.WriteFile(os.Getenv(envLog)+".hits", []byte(fmt.Sprint(hits)), 0o644); err != nil {
+			t.Error(err)
+		}
+	}
 }
 
 // soloClusterMove is the negative control's worker without a fleet: once
@@ -304,6 +317,17 @@ func TestFleetReshardingMemcacheUnprotected(t *testing.T) {
 	testFleet(t, fleetCase{backend: "memcache", protection: noLeases})
 }
 
+// TestFleetReshardingCached is TestFleetResharding with every process's
+// client caching (go-redis's client-side cache through every shard, RESP3
+// CLIENT TRACKING; docs/caching.md): the same servers, change and chaos,
+// and the same check, which then allows what the cache's guarantee allows
+// and nothing more (cacheAllowance): a process reads its own writes
+// exactly, and may miss another process's write acknowledged less than
+// otherWriteBound before its read started.
+func TestFleetReshardingCached(t *testing.T) {
+	testFleet(t, fleetCase{backend: "redis", cached: true})
+}
+
 // TestFleetClusterMove: the move of 3 redis-servers into a real Redis
 // Cluster, by the fleet's protocol, under the same workers, chaos and
 // check as TestFleetResharding.
@@ -337,16 +361,19 @@ const (
 	noFleet
 )
 
-// fleetCase is one test's backend x target x protection.
+// fleetCase is one test's backend x target x protection, and whether the
+// clients cache.
 type fleetCase struct {
 	backend    string // a key of backends
 	cluster    bool   // the target: a Redis Cluster of 3 masters (redis only); else the 3 servers and a fourth
 	protection protection
+	cached     bool // every worker's client caches (redis only, the servers' target, protected)
 }
 
 // validate returns the case's backend, or an error naming what does not
 // fit: an unknown backend, a cluster target or noFleet without redis,
-// noLeases without memcache, noFleet without the cluster target.
+// noLeases without memcache, noFleet without the cluster target, caching
+// other than on redis-servers resharded by the fleet.
 func (c fleetCase) validate() (fleetBackend, error) {
 	b, ok := backends[c.backend]
 	switch {
@@ -360,6 +387,8 @@ func (c fleetCase) validate() (fleetBackend, error) {
 		return nil, fmt.Errorf("noFleet needs the Redis Cluster target (its workers call BeginClusterMove)")
 	case c.protection < protected || c.protection > noFleet:
 		return nil, fmt.Errorf("protection %d: want protected, noLeases or noFleet", c.protection)
+	case c.cached && (c.backend != "redis" || c.cluster || c.protection != protected):
+		return nil, fmt.Errorf("backend %q, cluster %v, protection %d: caching is run on redis-servers resharded by the fleet only", c.backend, c.cluster, c.protection)
 	}
 	return b, nil
 }
@@ -417,7 +446,7 @@ func testFleet(t *testing.T, c fleetCase) {
 			} else {
 				setup = reshardSetup(t, b)
 			}
-			h := newHarness(t, endpoint, seed, b, c.protection, setup)
+			h := newHarness(t, endpoint, seed, b, c, setup)
 			if c.protection == noFleet {
 				c.judge(t, soloRun(h))
 			} else {
@@ -505,6 +534,8 @@ type harness struct {
 	events  []event    // the chaos, in order
 	steps   []event    // the fleet's steps, as the harness saw them
 	seed    uint64
+	cached  bool
+	stopped map[string][][2]int64 // a worker's log name -> the times it was stopped (SIGSTOP to SIGCONT), Unix ns
 }
 
 // event is something that happened during a run, and when (Unix ns).
@@ -513,7 +544,7 @@ type event struct {
 	what string
 }
 
-func newHarness(t *testing.T, endpoint string, seed uint64, b fleetBackend, p protection, setup fleetSetup) *harness {
+func newHarness(t *testing.T, endpoint string, seed uint64, b fleetBackend, c fleetCase, setup fleetSetup) *harness {
 	dir := t.TempDir()
 	prefix := fmt.Sprintf("/fleet-test/%d-%d", seed, time.Now().UnixNano())
 	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{endpoint}, DialTimeout: 2 * time.Second})
@@ -525,10 +556,12 @@ func newHarness(t *testing.T, endpoint string, seed uint64, b fleetBackend, p pr
 	if err != nil {
 		t.Fatal(err)
 	}
-	bare := map[bool]string{true: "1"}[p == noLeases]
+	flag := func(on bool) string { return map[bool]string{true: "1"}[on] }
 	h := &harness{t: t, backend: b, setup: setup, dir: dir, store: store, workers: map[int]*proc{}, seed: seed,
+		cached: c.cached, stopped: map[string][][2]int64{},
 		common: []string{envEtcd + "=" + endpoint, envPrefix + "=" + prefix, envSeed + "=" + fmt.Sprint(seed),
-			envStopFile + "=" + filepath.Join(dir, "stop"), envBackend + "=" + b.name(), envLeaseless + "=" + bare}}
+			envStopFile + "=" + filepath.Join(dir, "stop"), envBackend + "=" + b.name(),
+			envLeaseless + "=" + flag(c.protection == noLeases), envCached + "=" + flag(c.cached)}}
 	h.watchSteps()
 	return h
 }
@@ -644,7 +677,81 @@ func (h *harness) end(killed int) verdict {
 	}
 	h.mu.Unlock()
 	h.t.Logf("seed %d: %d chaos events: %s", h.seed, len(h.events), strings.Join(what, "; "))
-	return check(h.t, h.backend, h.dir, h.setup, h.timeline)
+	if h.cached {
+		h.cacheHits()
+	}
+	return check(h.t, h.backend, h.dir, h.setup, h.timeline, h.allowance)
+}
+
+// cacheHits logs the cache hits of the workers that ended (a killed one
+// writes none), and fails the test if there were none: the run would not
+// have tested caching. They are the hits of the shard clients each worker
+// had at the end, those the change gave it (CacheStats: a client replaced
+// by the change takes its counters with it), so the hits before the
+// change are not in them.
+func (h *harness) cacheHits() {
+	files, _ := filepath.Glob(filepath.Join(h.dir, "w*.log.hits"))
+	var hits uint64
+	for _, name := range files {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		n, err := strconv.ParseUint(string(b), 10, 64)
+		if err != nil {
+			h.t.Fatalf("%s: %v", name, err)
+		}
+		hits += n
+	}
+	h.t.Logf("%d cache hits in %d workers", hits, len(files))
+	if hits == 0 {
+		h.t.Error("no read was served from a cache")
+	}
+}
+
+// otherWriteBound is B, how long after another process's write was
+// acknowledged a caching process may still read the value it replaced.
+// go-redis applies the invalidations of CLIENT TRACKING asynchronously
+// (on the connection's next read, or its drainer's tick, DrainInterval 5
+// ms), so nothing gives a hard bound; docs/caching.md documents what was
+// measured ("another client's acknowledged write seen", p50 7.5 ms, max
+// 59 ms, on this machine loaded as these runs load it). B is that
+// documented maximum; a read that misses an older write fails the check.
+// Time a reader spends stopped (SIGSTOP) does not count toward B: a
+// stopped process applies no invalidation (see runningBack).
+const otherWriteBound = 59 * time.Millisecond
+
+// allowance is check's allowance of a read rd (ns): how long before rd
+// started a write of its key may have been acknowledged and still be
+// missed by rd. Without caching, 0 (the register is linearizable). With
+// caching (go-redis's guarantee as docs/caching.md states it): 0 for a
+// key that rd's own process writes (read-your-writes: each key has one
+// writer, the worker its name gives), otherWriteBound of rd's process's
+// running time for another process's key.
+func (h *harness) allowance(rd op) int64 {
+	if !h.cached || strings.HasPrefix(rd.Key, rd.by+":") {
+		return 0
+	}
+	return runningBack(rd.Start, int64(otherWriteBound), h.stopped[rd.by])
+}
+
+// runningBack returns how long before at (Unix ns) a process stopped
+// during stops (intervals in order, Unix ns) had to start for it to have
+// run d ns by at: d, plus the stops' time in between.
+func runningBack(at, d int64, stops [][2]int64) int64 {
+	c := at
+	for _, s := range slices.Backward(stops) {
+		if s[0] >= c {
+			continue
+		}
+		ran := c - min(s[1], c)
+		if ran >= d {
+			break
+		}
+		d -= ran
+		c = s[0]
+	}
+	return at - (c - d)
 }
 
 // fleetRun runs the change from the initial list to the target by the
@@ -663,6 +770,7 @@ func fleetRun(h *harness) verdict {
 	// migration, two steps behind.
 	paused := 1 + rng.IntN(3)
 	_ = h.workers[paused].cmd.Process.Signal(syscall.SIGSTOP)
+	stoppedAt := time.Now().UnixNano()
 	h.chaos("SIGSTOP worker %d at step %s", paused, h.step().Step)
 	d := h.driver("driver")
 	h.waitFor("Moving", func() bool { return h.step().Step == fleet.Moving })
@@ -678,6 +786,9 @@ func fleetRun(h *harness) verdict {
 	h.worker(4)
 	h.chaos("start worker 4 at step %s", h.step().Step)
 	time.Sleep(time.Duration(500+rng.IntN(1000)) * time.Millisecond)
+	// Stopped until the signal is sent: a read it starts after that was
+	// started by a running process.
+	h.stopped[fmt.Sprint("w", paused)] = append(h.stopped[fmt.Sprint("w", paused)], [2]int64{stoppedAt, time.Now().UnixNano()})
 	_ = h.workers[paused].cmd.Process.Signal(syscall.SIGCONT)
 	h.chaos("SIGCONT worker %d", paused)
 	// Another process resumes the change; a destination server hangs
@@ -751,9 +862,13 @@ type verdict struct {
 
 // check reads the workers' logs in dir and the servers of setup (through
 // b), and checks them against the model of a linearizable register per
-// key with one writer. It logs the first violations of each kind and
-// returns their counts (the caller judges them).
-func check(t *testing.T, b fleetBackend, dir string, setup fleetSetup, timeline func(at int64) string) verdict {
+// key with one writer, whose reads may lag by their allowance: a read rd
+// may miss the writes acknowledged less than allowance(rd) ns before it
+// started (0: none; see harness.allowance). It logs the first violations
+// of each kind, and how many reads used their allowance and the most any
+// of them lagged, and returns the violations' counts (the caller judges
+// them).
+func check(t *testing.T, b fleetBackend, dir string, setup fleetSetup, timeline func(at int64) string, allowance func(rd op) int64) verdict {
 	var v verdict
 	ops := map[string][]op{} // key -> its writes, in order
 	var reads []op
@@ -817,45 +932,24 @@ func check(t *testing.T, b fleetBackend, dir string, setup fleetSetup, timeline 
 			t.Logf("%d move marks left on %s", marks, p.addr)
 		}
 	}
-	// value of a write: its value, or nil for a delete.
-	value := func(o op) *string {
-		if o.Op == "del" {
-			return nil
-		}
-		return o.Val
-	}
-	same := func(a, b *string) bool { return a == nil && b == nil || a != nil && b != nil && *a == *b }
-	// allowed returns the values key may hold for a read over [start, end]:
-	// the last write acknowledged before start, and every write after it
-	// that started before end (acknowledged or not).
-	allowed := func(key string, start, end int64) []*string {
-		ws := ops[key]
-		last := -1
-		for i, w := range ws {
-			if w.OK && w.End > 0 && w.End < start {
-				last = i
-			}
-		}
-		var out []*string
-		if last < 0 {
-			out = append(out, nil)
-		} else {
-			out = append(out, value(ws[last]))
-		}
-		for _, w := range ws[last+1:] {
-			if w.Start < end {
-				out = append(out, value(w))
-			}
-		}
-		return out
-	}
+	var lagged int
+	var maxLag int64
 	for _, rd := range reads {
-		if !slices.ContainsFunc(allowed(rd.Key, rd.Start, rd.End), func(v *string) bool { return same(v, rd.Val) }) {
+		ws, from := ops[rd.Key], rd.Start-allowance(rd)
+		switch {
+		case !fits(ws, rd, from):
 			if v.stale++; v.stale <= 10 {
-				t.Logf("stale read of %s by %s: got %v at [%d, %d]; allowed %v; its writes: %s; around it: %s", rd.Key, rd.by, deref(rd.Val), rd.Start, rd.End,
-					derefs(allowed(rd.Key, rd.Start, rd.End)), writes(ops[rd.Key], rd.End), timeline(rd.End))
+				t.Logf("stale read of %s by %s: got %v at [%d, %d], allowance %.1f ms; allowed %v; its writes: %s; the reader's next reads of it: %s; around it: %s",
+					rd.Key, rd.by, deref(rd.Val), rd.Start, rd.End, float64(rd.Start-from)/1e6, derefs(allowed(ws, from, rd.End)), writes(ws, rd.End),
+					nextReads(reads, rd), timeline(rd.End))
 			}
+		case !fits(ws, rd, rd.Start):
+			lagged++
+			maxLag = max(maxLag, rd.Start-missed(ws, rd))
 		}
+	}
+	if lagged > 0 {
+		t.Logf("%d reads within their allowance missed a write acknowledged before they started, the oldest %.1f ms before", lagged, float64(maxLag)/1e6)
 	}
 	now := time.Now().UnixNano()
 	for key := range ops {
@@ -863,9 +957,9 @@ func check(t *testing.T, b fleetBackend, dir string, setup fleetSetup, timeline 
 		if v, ok := final[key]; ok {
 			got = &v
 		}
-		if !slices.ContainsFunc(allowed(key, now, now), func(v *string) bool { return same(v, got) }) {
+		if !fits(ops[key], op{Val: got, End: now}, now) {
 			if v.lost++; v.lost <= 10 {
-				t.Logf("key %s ends as %v; allowed %v", key, deref(got), derefs(allowed(key, now, now)))
+				t.Logf("key %s ends as %v; allowed %v", key, deref(got), derefs(allowed(ops[key], now, now)))
 			}
 		}
 	}
@@ -876,6 +970,66 @@ func check(t *testing.T, b fleetBackend, dir string, setup fleetSetup, timeline 
 		t.Error("no operations logged")
 	}
 	return v
+}
+
+// allowed returns the values a key whose writes are ws may hold for a read
+// over [start, end]: the last write acknowledged before start, and every
+// write after it that started before end (acknowledged or not).
+func allowed(ws []op, start, end int64) []*string {
+	last := -1
+	for i, w := range ws {
+		if w.OK && w.End > 0 && w.End < start {
+			last = i
+		}
+	}
+	var out []*string
+	if last < 0 {
+		out = append(out, nil)
+	} else {
+		out = append(out, value(ws[last]))
+	}
+	for _, w := range ws[last+1:] {
+		if w.Start < end {
+			out = append(out, value(w))
+		}
+	}
+	return out
+}
+
+// fits reports whether rd's value is one that a read over [from, rd.End]
+// of a key whose writes are ws may return: rd.Start, or earlier by the
+// read's allowance.
+func fits(ws []op, rd op, from int64) bool {
+	return slices.ContainsFunc(allowed(ws, from, rd.End), func(v *string) bool { return same(v, rd.Val) })
+}
+
+// value is what a write leaves: its value, or nil for a delete.
+func value(o op) *string {
+	if o.Op == "del" {
+		return nil
+	}
+	return o.Val
+}
+
+func same(a, b *string) bool { return a == nil && b == nil || a != nil && b != nil && *a == *b }
+
+// missed returns when the first write of ws that rd missed was
+// acknowledged (Unix ns): the first acknowledged write after the last
+// write of rd's value that started before rd ended (a nil value may be
+// the key's start).
+func missed(ws []op, rd op) int64 {
+	from := 0
+	for i, w := range ws {
+		if w.Start < rd.End && same(value(w), rd.Val) {
+			from = i + 1
+		}
+	}
+	for _, w := range ws[from:] {
+		if w.OK && w.End > 0 {
+			return w.End
+		}
+	}
+	return rd.Start
 }
 
 // cause is err without what varies between failures of one kind: its
@@ -899,6 +1053,18 @@ func writes(ws []op, end int64) string {
 	return strings.Join(out[max(0, len(out)-5):], "; ")
 }
 
+// nextReads describes the next five reads of rd's key by rd's reader,
+// relative to rd's end (ms): whether a stale value stays.
+func nextReads(reads []op, rd op) string {
+	var out []string
+	for _, o := range reads {
+		if o.by == rd.by && o.Key == rd.Key && o.Start > rd.Start && len(out) < 5 {
+			out = append(out, fmt.Sprintf("%s [%.1f, %.1f]", deref(o.Val), float64(o.Start-rd.End)/1e6, float64(o.End-rd.End)/1e6))
+		}
+	}
+	return strings.Join(out, "; ")
+}
+
 func deref(v *string) string {
 	if v == nil {
 		return "<none>"
@@ -915,7 +1081,7 @@ func derefs(vs []*string) []string {
 }
 
 // TestFleetCaseValidate: the harness refuses the cases it cannot run, by
-// name, and accepts the five it runs.
+// name, and accepts the six it runs.
 func TestFleetCaseValidate(t *testing.T) {
 	for c, want := range map[fleetCase]string{
 		{backend: "redis"}:                                     "",
@@ -923,6 +1089,9 @@ func TestFleetCaseValidate(t *testing.T) {
 		{backend: "memcache", protection: noLeases}:            "",
 		{backend: "redis", cluster: true}:                      "",
 		{backend: "redis", cluster: true, protection: noFleet}: "",
+		{backend: "redis", cached: true}:                       "",
+		{backend: "memcache", cached: true}:                    `backend "memcache", cluster false, protection 0: caching is run on redis-servers resharded by the fleet only`,
+		{backend: "redis", cluster: true, cached: true}:        `backend "redis", cluster true, protection 0: caching is run on redis-servers resharded by the fleet only`,
 		{backend: "etcd"}:                                      `backend "etcd": want one of redis, memcache`,
 		{backend: "memcache", cluster: true}:                   `backend "memcache": a Redis Cluster target is redis's only`,
 		{backend: "redis", protection: noLeases}:               `backend "redis": noLeases is memcache's only (redis has fences)`,
@@ -936,5 +1105,66 @@ func TestFleetCaseValidate(t *testing.T) {
 		case want != "" && (err == nil || err.Error() != want):
 			t.Errorf("%+v: %v; want %q", c, err, want)
 		}
+	}
+}
+
+// TestRunningBack: the allowance of a reader stopped for a while is B of
+// its running time: the stops between are added, the others not.
+func TestRunningBack(t *testing.T) {
+	stops := [][2]int64{{100, 200}, {1000, 5000}}
+	for _, c := range []struct{ at, d, want int64 }{
+		{50, 30, 30},       // before every stop
+		{300, 50, 50},      // after the first, which is farther back
+		{300, 150, 250},    // back over the first: 100 ran after it, 50 before
+		{5010, 30, 4030},   // 10 after the second, 20 before it
+		{5010, 5, 5},       // within the running time after the second
+		{5010, 1000, 5100}, // over both stops: 10 ran after the second, 800 between, 190 before the first
+		{3000, 30, 2030},   // a read cannot start while stopped; counted from the stop's start
+	} {
+		if got := runningBack(c.at, c.d, stops); got != c.want {
+			t.Errorf("runningBack(%d, %d) = %d; want %d", c.at, c.d, got, c.want)
+		}
+	}
+}
+
+// TestCacheAllowance: what check allows a read of key w1:g0:k0 (worker 1's)
+// with caching on, and without it: two writes, the second acknowledged at
+// 1001 ms; worker 3 stopped from 900 ms to 5000 ms.
+func TestCacheAllowance(t *testing.T) {
+	const ms = int64(time.Millisecond)
+	key, v1, v2, never := "w1:g0:k0", "1:0:1", "1:0:2", "1:0:9"
+	ws := []op{
+		{Op: "set", Key: key, Val: &v1, Start: 0, End: 1 * ms, OK: true},
+		{Op: "set", Key: key, Val: &v2, Start: 1000 * ms, End: 1001 * ms, OK: true},
+	}
+	h := &harness{cached: true, stopped: map[string][][2]int64{"w3": {{900 * ms, 5000 * ms}}}}
+	for _, c := range []struct {
+		name      string
+		by        string
+		start     int64
+		val       *string
+		allowance int64
+		fits      bool
+	}{
+		{"its writer reads the value it replaced", "w1", 1002 * ms, &v1, 0, false},
+		{"its writer reads the last value", "w1", 1002 * ms, &v2, 0, true},
+		{"another reads the replaced value 58 ms after", "w2", 1059 * ms, &v1, 59 * ms, true},
+		{"another reads the replaced value 60 ms after", "w2", 1061 * ms, &v1, 59 * ms, false},
+		{"another reads the last value", "w2", 1061 * ms, &v2, 59 * ms, true},
+		{"another reads a value never written", "w2", 1002 * ms, &never, 59 * ms, false},
+		{"another reads none", "w2", 1002 * ms, nil, 59 * ms, false},
+		{"a stopped reader, 10 ms after it resumed", "w3", 5010 * ms, &v1, 4159 * ms, true},
+		{"a stopped reader, 60 ms after it resumed", "w3", 5060 * ms, &v1, 59 * ms, false},
+	} {
+		rd := op{Op: "get", Key: key, Val: c.val, Start: c.start, End: c.start + ms, OK: true, by: c.by}
+		a := h.allowance(rd)
+		if got := fits(ws, rd, rd.Start-a); a != c.allowance || got != c.fits {
+			t.Errorf("%s: allowance %d ns, fits %v; want %d ns, %v", c.name, a, got, c.allowance, c.fits)
+		}
+	}
+	h.cached = false
+	rd := op{Op: "get", Key: key, Val: &v1, Start: 1002 * ms, End: 1003 * ms, OK: true, by: "w2"}
+	if a := h.allowance(rd); a != 0 || fits(ws, rd, rd.Start-a) {
+		t.Errorf("without caching, another reads the replaced value 1 ms after: allowance %d, fits %v; want 0, false", a, fits(ws, rd, rd.Start-a))
 	}
 }
