@@ -713,13 +713,14 @@ func (h *harness) cacheHits() {
 // acknowledged a caching process may still read the value it replaced.
 // go-redis applies the invalidations of CLIENT TRACKING asynchronously
 // (on the connection's next read, or its drainer's tick, DrainInterval 5
-// ms), so nothing gives a hard bound; docs/caching.md documents what was
-// measured ("another client's acknowledged write seen", p50 7.5 ms, max
-// 59 ms, on this machine loaded as these runs load it). B is that
-// documented maximum; a read that misses an older write fails the check.
-// Time a reader spends stopped (SIGSTOP) does not count toward B: a
-// stopped process applies no invalidation (see runningBack).
-const otherWriteBound = 59 * time.Millisecond
+// ms, which visits a few idle connections per tick), so nothing gives a
+// hard bound. docs/caching.md states B as the bound this test enforces,
+// with what was measured: max 59 ms in the speed benchmark, and 109 ms
+// once in 54 runs of this test under -race on a machine at load 10-13 on
+// 2 cores. A read that misses an older write fails the check. Time a
+// reader spends stopped (SIGSTOP) does not count toward B: a stopped
+// process applies no invalidation (see runningBack).
+const otherWriteBound = 250 * time.Millisecond
 
 // allowance is check's allowance of a read rd (ns): how long before rd
 // started a write of its key may have been acknowledged and still be
@@ -1148,13 +1149,13 @@ func TestCacheAllowance(t *testing.T) {
 	}{
 		{"its writer reads the value it replaced", "w1", 1002 * ms, &v1, 0, false},
 		{"its writer reads the last value", "w1", 1002 * ms, &v2, 0, true},
-		{"another reads the replaced value 58 ms after", "w2", 1059 * ms, &v1, 59 * ms, true},
-		{"another reads the replaced value 60 ms after", "w2", 1061 * ms, &v1, 59 * ms, false},
-		{"another reads the last value", "w2", 1061 * ms, &v2, 59 * ms, true},
-		{"another reads a value never written", "w2", 1002 * ms, &never, 59 * ms, false},
-		{"another reads none", "w2", 1002 * ms, nil, 59 * ms, false},
-		{"a stopped reader, 10 ms after it resumed", "w3", 5010 * ms, &v1, 4159 * ms, true},
-		{"a stopped reader, 60 ms after it resumed", "w3", 5060 * ms, &v1, 59 * ms, false},
+		{"another reads the replaced value 249 ms after", "w2", 1250 * ms, &v1, 250 * ms, true},
+		{"another reads the replaced value 251 ms after", "w2", 1252 * ms, &v1, 250 * ms, false},
+		{"another reads the last value", "w2", 1252 * ms, &v2, 250 * ms, true},
+		{"another reads a value never written", "w2", 1002 * ms, &never, 250 * ms, false},
+		{"another reads none", "w2", 1002 * ms, nil, 250 * ms, false},
+		{"a stopped reader, 10 ms after it resumed", "w3", 5010 * ms, &v1, 4350 * ms, true},
+		{"a stopped reader, 260 ms after it resumed", "w3", 5260 * ms, &v1, 250 * ms, false},
 	} {
 		rd := op{Op: "get", Key: key, Val: c.val, Start: c.start, End: c.start + ms, OK: true, by: c.by}
 		a := h.allowance(rd)
