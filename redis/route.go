@@ -450,28 +450,84 @@ func (c *ShardedClient) processOn(ctx context.Context, cmd goredis.Cmder) (err e
 	if err != nil {
 		return err, false
 	}
-	groups := newGroups(v.Len(), p.counts(make([]int, v.Len())))
+	b := getGroupBuf(v.Len(), 0)
+	defer b.release()
+	p.counts(b.counts)
+	groups := b.group()
 	p.addTo(groups)
 	c.sendGroups(ctx, v, groups)
 	return p.merge(), false
 }
 
-// newGroups returns per-shard groups of commands with room for counts[i]
+// groupBuf holds the working slices of a call that groups commands by
+// shard (a plan's parts in processOn, a pipeline's commands): how many
+// commands go to each shard, each command's shard, and the groups. None
+// outlives the call (the shards' pipelines copy their group), so they are
+// kept in groupBufs between calls: a call reuses them instead of
+// allocating them.
+type groupBuf struct {
+	counts []int // commands per shard
+	shard  []int // a pipeline's commands' shards (see processPipeline)
+	flat   []goredis.Cmder
+	groups [][]goredis.Cmder
+}
+
+var groupBufs = sync.Pool{New: func() any { return new(groupBuf) }}
+
+// maxKeptCommands bounds the commands a groupBuf keeps room for between
+// calls, so that one huge pipeline does not hold its memory in the pool.
+const maxKeptCommands = 1 << 12
+
+// getGroupBuf returns a groupBuf from the pool with counts for shards
+// shards and shard for cmds commands, all zero.
+func getGroupBuf(shards, cmds int) *groupBuf {
+	b := groupBufs.Get().(*groupBuf)
+	b.counts, b.shard = zeros(b.counts, shards), zeros(b.shard, cmds)
+	return b
+}
+
+// zeros returns s holding n zeros, in s's array when it has room.
+func zeros(s []int, n int) []int {
+	if cap(s) < n {
+		return make([]int, n)
+	}
+	s = s[:n]
+	clear(s)
+	return s
+}
+
+// group returns per-shard groups of commands with room for b.counts[i]
 // commands in group i, all carved from one array: filling them with
 // append allocates nothing more.
-func newGroups(shards int, counts []int) [][]goredis.Cmder {
+func (b *groupBuf) group() [][]goredis.Cmder {
 	total := 0
-	for _, n := range counts {
+	for _, n := range b.counts {
 		total += n
 	}
-	flat := make([]goredis.Cmder, total)
-	groups := make([][]goredis.Cmder, shards)
+	if cap(b.flat) < total {
+		b.flat = make([]goredis.Cmder, total)
+	}
+	if cap(b.groups) < len(b.counts) {
+		b.groups = make([][]goredis.Cmder, len(b.counts))
+	}
+	b.flat, b.groups = b.flat[:total], b.groups[:len(b.counts)]
 	at := 0
-	for i, n := range counts {
-		groups[i] = flat[at : at : at+n]
+	for i, n := range b.counts {
+		b.groups[i] = b.flat[at : at : at+n]
 		at += n
 	}
-	return groups
+	return b.groups
+}
+
+// release drops b's commands, so that the pool keeps none of them alive,
+// and puts b back in the pool.
+func (b *groupBuf) release() {
+	clear(b.flat[:cap(b.flat)])
+	clear(b.groups[:cap(b.groups)])
+	if cap(b.flat) > maxKeptCommands || cap(b.shard) > maxKeptCommands {
+		return
+	}
+	groupBufs.Put(b)
 }
 
 // processPipeline runs a pipeline: its commands grouped by shard, one
@@ -491,8 +547,9 @@ func (c *ShardedClient) processPipeline(ctx context.Context, cmds []goredis.Cmde
 	defer v.Release()
 	// Route every command first (shard[j], or fanOut for a plan), counting
 	// the commands of each shard, then fill groups sized to those counts.
-	shard := make([]int, len(cmds))
-	counts := make([]int, v.Len())
+	b := getGroupBuf(v.Len(), len(cmds))
+	defer b.release()
+	shard, counts := b.shard, b.counts
 	var plans []plan
 	var r keyShards
 	for j, cmd := range cmds {
@@ -521,7 +578,7 @@ func (c *ShardedClient) processPipeline(ctx context.Context, cmds []goredis.Cmde
 	if err := v.Prepare(ctx, &r.pending, nil); err != nil {
 		return setErrs(cmds, err)
 	}
-	groups := newGroups(v.Len(), counts)
+	groups := b.group()
 	next := 0 // the next plan, in call order
 	for j, cmd := range cmds {
 		switch {
