@@ -134,7 +134,12 @@ func keysOf(v *view, cmd goredis.Cmder, ks *keyShards) error {
 	default:
 		return &UnsupportedError{Command: cmd.Name(), Reason: err.Error()}
 	}
-	*ks = keyShards{v: v, info: info, args: args, shard: noKeys, pending: ks.pending, channels: info.Channels()}
+	// Field by field, keeping pending: a composite literal would build the
+	// whole keyShards aside and copy it in, for every command of a pipeline
+	// (a seventh of routing a GET). Every field but pending is set here.
+	ks.v, ks.info, ks.args, ks.shard, ks.channels = v, info, args, noKeys, info.Channels()
+	ks.all, ks.err, ks.owners = nil, nil, nil
+	ks.nkeys, ks.first, ks.step = 0, 0, 0
 	switch err := info.KeyPositions(args, ks.add); {
 	case err == nil:
 	case errors.Is(err, commands.ErrArity):
@@ -638,13 +643,14 @@ func (c *ShardedClient) processTx(ctx context.Context, cmds []goredis.Cmder) err
 // execGroups runs groups[i] on shard i, the shards in parallel: one command
 // alone, several as a pipeline (execGroup).
 func execGroups(ctx context.Context, v *view, groups [][]goredis.Cmder) {
-	eachGroup(ctx, v, groups, execGroup)
+	eachGroup(ctx, v, groups, plainGroups)
 }
 
-// eachGroup calls run for each shard i with a group, the shards in
-// parallel. The last shard's group runs on the calling goroutine, the
-// others each on a worker (see workers.Go): one shard needs none.
-func eachGroup(ctx context.Context, v *view, groups [][]goredis.Cmder, run func(context.Context, *view, int, []goredis.Cmder)) {
+// eachGroup runs each shard i's group (sendGroup, with from: see there),
+// the shards in parallel. The last shard's group runs on the calling
+// goroutine, the others each on a worker (see workers.Go): one shard
+// needs none.
+func eachGroup(ctx context.Context, v *view, groups [][]goredis.Cmder, from int64) {
 	var wg sync.WaitGroup
 	last := -1
 	for i, g := range groups {
@@ -656,13 +662,13 @@ func eachGroup(ctx context.Context, v *view, groups [][]goredis.Cmder, run func(
 			wg.Add(1)
 			workers.Go(func() {
 				defer wg.Done()
-				run(ctx, v, j, groups[j])
+				sendGroup(ctx, v, j, groups[j], from)
 			})
 		}
 		last = i
 	}
 	if last >= 0 {
-		run(ctx, v, last, groups[last])
+		sendGroup(ctx, v, last, groups[last], from)
 	}
 	wg.Wait()
 }
