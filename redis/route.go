@@ -136,7 +136,8 @@ func keysOf(v *view, cmd goredis.Cmder, ks *keyShards) error {
 	}
 	// Field by field, keeping pending: a composite literal would build the
 	// whole keyShards aside and copy it in, for every command of a pipeline
-	// (a tenth of routing a pipeline's GETs: BenchmarkDispatchSteps). Every field but pending is set here.
+	// (a tenth of routing a pipeline's GETs: BenchmarkDispatchSteps). Every
+	// field but pending is set here (TestKeyShardsReusedRoutesAsFresh).
 	ks.v, ks.info, ks.args, ks.shard, ks.channels = v, info, args, noKeys, info.Channels()
 	ks.all, ks.err, ks.owners = nil, nil, nil
 	ks.nkeys, ks.first, ks.step = 0, 0, 0
