@@ -144,18 +144,28 @@ func (c *ShardedClient) send(ctx context.Context, client *goredis.Client, cmd go
 // sendGroups runs groups[i] on shard i as execGroups does, each group
 // through the shard's engines when it autopipelines (see sendGroup).
 func (c *ShardedClient) sendGroups(ctx context.Context, v *view, groups [][]goredis.Cmder) {
-	eachGroup(ctx, v, groups, c.sendGroup)
+	eachGroup(ctx, v, groups, c.apFrom.Load())
 }
+
+// plainGroups is sendGroup's from for groups that never autopipeline
+// (execGroups).
+const plainGroups = 0
 
 // sendGroup runs g on shard i: one command as send does; several queued in
 // order on the shard's deferred engine and awaited, else as execGroup does.
-func (c *ShardedClient) sendGroup(ctx context.Context, v *view, i int, g []goredis.Cmder) {
+// from is the AutoPipelineFrom of the call (loaded once for all its
+// groups), or plainGroups: g runs as execGroup runs it.
+func sendGroup(ctx context.Context, v *view, i int, g []goredis.Cmder, from int64) {
+	if from == plainGroups {
+		execGroup(ctx, v, i, g)
+		return
+	}
 	e := enginesOf(v.Client(i))
 	if e != nil {
 		defer e.leave()
 	}
 	switch {
-	case e == nil || !e.enter(c.apFrom.Load()) || len(g) > 1 && (e.ordered == nil || slices.ContainsFunc(g, diverted)):
+	case e == nil || !e.enter(from) || len(g) > 1 && (e.ordered == nil || slices.ContainsFunc(g, diverted)):
 		execGroup(ctx, v, i, g)
 		return
 	case len(g) == 1:

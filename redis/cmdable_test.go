@@ -104,7 +104,7 @@ func TestCmdableClassified(t *testing.T) {
 
 // unreachableShards is a ShardedClient over n shards that nothing listens
 // on, for routing without I/O.
-func unreachableShards(t *testing.T, n int) *ShardedClient {
+func unreachableShards(t testing.TB, n int) *ShardedClient {
 	t.Helper()
 	var opts []ShardOptions
 	for i := range n {

@@ -173,3 +173,80 @@ func onWorkers(n int, f func(i int) error) error {
 	wg.Wait()
 	return errors.Join(errs...)
 }
+
+// BenchmarkDispatchSteps times the sharded client's own work on the 100-key
+// workloads of BenchmarkDispatch, with no go-redis call at all, over 4
+// shards: an MGET's routing (each key located), then its split into
+// per-shard parts grouped by shard, then the merge of the parts' replies
+// (set beforehand, one "v" per key); and the routing of a pipeline's 100
+// GETs into one keyShards, as processPipeline routes them.
+func BenchmarkDispatchSteps(b *testing.B) {
+	c := unreachableShards(b, 4)
+	ctx := context.Background()
+	args := []any{"mget"}
+	for i := range 100 {
+		args = append(args, "key:"+strconv.Itoa(i))
+	}
+	mget := goredis.NewSliceCmd(ctx, args...)
+	gets := make([]goredis.Cmder, 100)
+	for i := range gets {
+		gets[i] = goredis.NewStringCmd(ctx, "get", args[i+1])
+	}
+	// mgetSteps routes mget and, after split, groups and merges it.
+	mgetSteps := func(split, merge bool) {
+		v := c.shards.Acquire()
+		defer v.Release()
+		var r keyShards
+		if err := route(v, mget, &r); err != nil || r.shard != fanOut {
+			b.Fatalf("shard %d, %v", r.shard, err)
+		}
+		if !split {
+			return
+		}
+		p, err := planOf(ctx, v, mget, &r)
+		if err != nil {
+			b.Fatal(err)
+		}
+		gb := getGroupBuf(v.Len(), 0)
+		defer gb.release()
+		p.counts(gb.counts)
+		groups := gb.group()
+		p.addTo(groups)
+		if !merge {
+			return
+		}
+		for _, g := range groups {
+			for _, cmd := range g {
+				stubReply(cmd)
+			}
+		}
+		if err := p.merge(); err != nil || len(mget.Val()) != 100 || mget.Val()[99] != "v" {
+			b.Fatal(mget.Val(), err)
+		}
+	}
+	for _, s := range []struct {
+		name string
+		op   func()
+	}{
+		{"MGET-100/route", func() { mgetSteps(false, false) }},
+		{"MGET-100/route+split", func() { mgetSteps(true, false) }},
+		{"MGET-100/route+split+merge", func() { mgetSteps(true, true) }},
+		{"Pipeline-100/route", func() {
+			v := c.shards.Acquire()
+			defer v.Release()
+			var r keyShards
+			for _, cmd := range gets {
+				if err := route(v, cmd, &r); err != nil || r.shard < 0 {
+					b.Fatalf("shard %d, %v", r.shard, err)
+				}
+			}
+		}},
+	} {
+		b.Run(s.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				s.op()
+			}
+		})
+	}
+}

@@ -33,7 +33,10 @@ type part struct {
 	cmd   *goredis.Cmd
 	nkeys int   // the part's keys
 	args  []any // its arguments, while split builds them
-	vals  []any // its reply's values not yet merged, while combine merges them
+	vals  []any // its reply's values, while combine merges them
+	// next is where split puts the part's next key in args, then where
+	// combine takes its next value from vals.
+	next int
 }
 
 // split builds the parts of cmd: the same command on every shard when it is
@@ -54,42 +57,40 @@ func split(ctx context.Context, v *view, cmd goredis.Cmder, r *keyShards) (*fano
 		return f, f.everyShard(ctx, v, args)
 	}
 	prefix, suffix := args[:r.first], args[r.first+len(f.owners)*r.step:]
-	// Number the shards in the order of their first key and count their
-	// keys, so that the parts and all their arguments are allocated once,
-	// at their size.
+	// One pass over the keys numbers the shards in the order of their first
+	// key (r.all holds as many) and counts their keys, so that the parts
+	// and all their arguments are allocated once, at their size; a second
+	// puts each key, with its arguments, in its part.
 	f.slot = make([]int, v.Len())
-	n := 0
+	f.parts = make([]part, 0, len(r.all))
 	for _, s := range f.owners {
 		if f.slot[s] == 0 {
-			n++
-			f.slot[s] = n
+			f.parts = append(f.parts, part{shard: s})
+			f.slot[s] = len(f.parts)
 		}
-	}
-	f.parts = make([]part, n)
-	for s, i := range f.slot {
-		if i > 0 {
-			f.parts[i-1].shard = s
-		}
-	}
-	for _, s := range f.owners {
 		f.parts[f.slot[s]-1].nkeys++
 	}
-	flat := make([]any, n*(len(prefix)+len(suffix))+len(f.owners)*r.step)
+	flat := make([]any, len(f.parts)*(len(prefix)+len(suffix))+len(f.owners)*r.step)
 	at := 0
 	for i := range f.parts {
 		size := len(prefix) + f.parts[i].nkeys*r.step + len(suffix)
-		f.parts[i].args = append(flat[at:at:at+size], prefix...)
+		p := &f.parts[i]
+		p.args, p.next = flat[at:at+size:at+size], len(prefix)
+		copy(p.args, prefix)
+		copy(p.args[size-len(suffix):], suffix)
 		at += size
 	}
 	for k, s := range f.owners {
 		p := &f.parts[f.slot[s]-1]
-		pos := r.first + k*r.step
-		p.args = append(p.args, args[pos:pos+r.step]...)
+		for j, pos := 0, r.first+k*r.step; j < r.step; j++ {
+			p.args[p.next+j] = args[pos+j]
+		}
+		p.next += r.step
 	}
 	for i := range f.parts {
 		p := &f.parts[i]
-		p.cmd = goredis.NewCmd(ctx, append(p.args, suffix...)...)
-		p.args = nil
+		p.cmd = goredis.NewCmd(ctx, p.args...)
+		p.args, p.next = nil, 0
 	}
 	return f, nil
 }
@@ -279,7 +280,8 @@ func (f *fanout) combine() (any, error) {
 	out = make([]any, len(f.owners))
 	for k, s := range f.owners {
 		p := &f.parts[f.slot[s]-1]
-		out[k], p.vals = p.vals[0], p.vals[1:]
+		out[k] = p.vals[p.next]
+		p.next++
 	}
 	return out, nil
 }

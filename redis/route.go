@@ -134,7 +134,13 @@ func keysOf(v *view, cmd goredis.Cmder, ks *keyShards) error {
 	default:
 		return &UnsupportedError{Command: cmd.Name(), Reason: err.Error()}
 	}
-	*ks = keyShards{v: v, info: info, args: args, shard: noKeys, pending: ks.pending, channels: info.Channels()}
+	// Field by field, keeping pending: a composite literal would build the
+	// whole keyShards aside and copy it in, for every command of a pipeline
+	// (a tenth of routing a pipeline's GETs: BenchmarkDispatchSteps). Every
+	// field but pending is set here (TestKeyShardsReusedRoutesAsFresh).
+	ks.v, ks.info, ks.args, ks.shard, ks.channels = v, info, args, noKeys, info.Channels()
+	ks.all, ks.err, ks.owners = nil, nil, nil
+	ks.nkeys, ks.first, ks.step = 0, 0, 0
 	switch err := info.KeyPositions(args, ks.add); {
 	case err == nil:
 	case errors.Is(err, commands.ErrArity):
@@ -450,28 +456,84 @@ func (c *ShardedClient) processOn(ctx context.Context, cmd goredis.Cmder) (err e
 	if err != nil {
 		return err, false
 	}
-	groups := newGroups(v.Len(), p.counts(make([]int, v.Len())))
+	b := getGroupBuf(v.Len(), 0)
+	defer b.release()
+	p.counts(b.counts)
+	groups := b.group()
 	p.addTo(groups)
 	c.sendGroups(ctx, v, groups)
 	return p.merge(), false
 }
 
-// newGroups returns per-shard groups of commands with room for counts[i]
+// groupBuf holds the working slices of a call that groups commands by
+// shard (a plan's parts in processOn, a pipeline's commands): how many
+// commands go to each shard, each command's shard, and the groups. None
+// outlives the call (the shards' pipelines copy their group), so they are
+// kept in groupBufs between calls: a call reuses them instead of
+// allocating them.
+type groupBuf struct {
+	counts []int // commands per shard
+	shard  []int // a pipeline's commands' shards (see processPipeline)
+	flat   []goredis.Cmder
+	groups [][]goredis.Cmder
+}
+
+var groupBufs = sync.Pool{New: func() any { return new(groupBuf) }}
+
+// maxKeptCommands bounds the commands a groupBuf keeps room for between
+// calls, so that one huge pipeline does not hold its memory in the pool.
+const maxKeptCommands = 1 << 12
+
+// getGroupBuf returns a groupBuf from the pool with counts for shards
+// shards and shard for cmds commands, all zero.
+func getGroupBuf(shards, cmds int) *groupBuf {
+	b := groupBufs.Get().(*groupBuf)
+	b.counts, b.shard = zeros(b.counts, shards), zeros(b.shard, cmds)
+	return b
+}
+
+// zeros returns s holding n zeros, in s's array when it has room.
+func zeros(s []int, n int) []int {
+	if cap(s) < n {
+		return make([]int, n)
+	}
+	s = s[:n]
+	clear(s)
+	return s
+}
+
+// group returns per-shard groups of commands with room for b.counts[i]
 // commands in group i, all carved from one array: filling them with
 // append allocates nothing more.
-func newGroups(shards int, counts []int) [][]goredis.Cmder {
+func (b *groupBuf) group() [][]goredis.Cmder {
 	total := 0
-	for _, n := range counts {
+	for _, n := range b.counts {
 		total += n
 	}
-	flat := make([]goredis.Cmder, total)
-	groups := make([][]goredis.Cmder, shards)
+	if cap(b.flat) < total {
+		b.flat = make([]goredis.Cmder, total)
+	}
+	if cap(b.groups) < len(b.counts) {
+		b.groups = make([][]goredis.Cmder, len(b.counts))
+	}
+	b.flat, b.groups = b.flat[:total], b.groups[:len(b.counts)]
 	at := 0
-	for i, n := range counts {
-		groups[i] = flat[at : at : at+n]
+	for i, n := range b.counts {
+		b.groups[i] = b.flat[at : at : at+n]
 		at += n
 	}
-	return groups
+	return b.groups
+}
+
+// release drops b's commands, so that the pool keeps none of them alive,
+// and puts b back in the pool.
+func (b *groupBuf) release() {
+	clear(b.flat[:cap(b.flat)])
+	clear(b.groups[:cap(b.groups)])
+	if cap(b.flat) > maxKeptCommands || cap(b.shard) > maxKeptCommands {
+		return
+	}
+	groupBufs.Put(b)
 }
 
 // processPipeline runs a pipeline: its commands grouped by shard, one
@@ -491,8 +553,9 @@ func (c *ShardedClient) processPipeline(ctx context.Context, cmds []goredis.Cmde
 	defer v.Release()
 	// Route every command first (shard[j], or fanOut for a plan), counting
 	// the commands of each shard, then fill groups sized to those counts.
-	shard := make([]int, len(cmds))
-	counts := make([]int, v.Len())
+	b := getGroupBuf(v.Len(), len(cmds))
+	defer b.release()
+	shard, counts := b.shard, b.counts
 	var plans []plan
 	var r keyShards
 	for j, cmd := range cmds {
@@ -521,7 +584,7 @@ func (c *ShardedClient) processPipeline(ctx context.Context, cmds []goredis.Cmde
 	if err := v.Prepare(ctx, &r.pending, nil); err != nil {
 		return setErrs(cmds, err)
 	}
-	groups := newGroups(v.Len(), counts)
+	groups := b.group()
 	next := 0 // the next plan, in call order
 	for j, cmd := range cmds {
 		switch {
@@ -581,13 +644,14 @@ func (c *ShardedClient) processTx(ctx context.Context, cmds []goredis.Cmder) err
 // execGroups runs groups[i] on shard i, the shards in parallel: one command
 // alone, several as a pipeline (execGroup).
 func execGroups(ctx context.Context, v *view, groups [][]goredis.Cmder) {
-	eachGroup(ctx, v, groups, execGroup)
+	eachGroup(ctx, v, groups, plainGroups)
 }
 
-// eachGroup calls run for each shard i with a group, the shards in
-// parallel. The last shard's group runs on the calling goroutine, the
-// others each on a worker (see workers.Go): one shard needs none.
-func eachGroup(ctx context.Context, v *view, groups [][]goredis.Cmder, run func(context.Context, *view, int, []goredis.Cmder)) {
+// eachGroup runs each shard i's group (sendGroup, with from: see there),
+// the shards in parallel. The last shard's group runs on the calling
+// goroutine, the others each on a worker (see workers.Go): one shard
+// needs none.
+func eachGroup(ctx context.Context, v *view, groups [][]goredis.Cmder, from int64) {
 	var wg sync.WaitGroup
 	last := -1
 	for i, g := range groups {
@@ -599,13 +663,13 @@ func eachGroup(ctx context.Context, v *view, groups [][]goredis.Cmder, run func(
 			wg.Add(1)
 			workers.Go(func() {
 				defer wg.Done()
-				run(ctx, v, j, groups[j])
+				sendGroup(ctx, v, j, groups[j], from)
 			})
 		}
 		last = i
 	}
 	if last >= 0 {
-		run(ctx, v, last, groups[last])
+		sendGroup(ctx, v, last, groups[last], from)
 	}
 	wg.Wait()
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/shardedcache/shardedcache/internal/shardcore"
 	"github.com/shardedcache/shardedcache/redis/internal/commands"
 	"github.com/shardedcache/shardedcache/redis/internal/methods"
 	"github.com/shardedcache/shardedcache/shardedclient"
@@ -333,5 +335,43 @@ func TestChannelDoesNotMoveKeyOfItsName(t *testing.T) {
 	}
 	if v, err := c.Get(ctx, name).Result(); v != "v" || err != nil || !servers[2].Exists(name) {
 		t.Errorf("GET %s = %q, %v; want v, moved to the new owner", name, v, err)
+	}
+}
+
+// A keyShards reused from command to command, as processPipeline and
+// processTx reuse theirs, routes each as a fresh one would: keysOf resets
+// every field it does not keep (pending), whatever the command before set
+// (the owners and spacing of a split MGET, an MSET's step, a refused key,
+// a channel).
+func TestKeyShardsReusedRoutesAsFresh(t *testing.T) {
+	c := unreachableShards(t, 4)
+	v := c.shards.Acquire()
+	defer v.Release()
+	ctx := context.Background()
+	var keys []any
+	for i := range 40 {
+		keys = append(keys, fmt.Sprintf("key:%d", i))
+	}
+	cmds := []goredis.Cmder{
+		goredis.NewSliceCmd(ctx, append([]any{"mget"}, keys...)...),
+		goredis.NewStringCmd(ctx, "get", "key:7"),
+		goredis.NewStatusCmd(ctx, "mset", "key:1", "a", "key:2", "b", "key:3", "c"),
+		goredis.NewStringCmd(ctx, "get", internalPrefix+"x"),
+		goredis.NewIntCmd(ctx, "del", "key:3", "key:4", "key:5"),
+		goredis.NewIntCmd(ctx, "publish", "key:9", "hello"),
+		goredis.NewStringCmd(ctx, "echo", "hi"),
+		goredis.NewSliceCmd(ctx, "mget", "key:11"),
+		goredis.NewSliceCmd(ctx, "mget"), // arity
+		goredis.NewSliceCmd(ctx, append([]any{"mget"}, keys[5:]...)...),
+	}
+	var reused keyShards
+	for _, cmd := range cmds {
+		errReused := route(v, cmd, &reused)
+		var fresh keyShards
+		errFresh := route(v, cmd, &fresh)
+		reused.pending, fresh.pending = shardcore.Pending{}, shardcore.Pending{}
+		if fmt.Sprint(errReused) != fmt.Sprint(errFresh) || !reflect.DeepEqual(reused, fresh) {
+			t.Errorf("%v: reused %+v, %v; fresh %+v, %v", cmd.Args(), reused, errReused, fresh, errFresh)
+		}
 	}
 }
