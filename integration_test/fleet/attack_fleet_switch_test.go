@@ -317,15 +317,20 @@ type switchFleet struct {
 }
 
 // newSwitchFleet starts servers redis-servers; the fleet's list is the
-// first initial of them.
-func newSwitchFleet(t *testing.T, servers, initial int) *switchFleet {
+// first initial of them. The victim's options are victim (its Shards set
+// here), or the defaults when nil.
+func newSwitchFleet(t *testing.T, servers, initial int, victim *shardedredis.ShardedOptions) *switchFleet {
 	t.Helper()
 	f := &switchFleet{store: &fleet.MemStore{}}
 	f.shards, f.list = fixtures.FleetServers(t, servers)
 	clients, members := fixtures.FleetMembers(t, f.shards[:initial], f.list[:initial], f.store, 2)
 	f.members = members
 	f.member, f.driver = clients[0], clients[1]
-	v, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: f.shards[:initial]})
+	if victim == nil {
+		victim = &shardedredis.ShardedOptions{}
+	}
+	victim.Shards = f.shards[:initial]
+	v, err := shardedredis.NewShardedClient(victim)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -414,8 +419,30 @@ func TestAttackFleetSwitchVictim(t *testing.T) {
 	for _, tc := range targets {
 		for _, jump := range []string{movingBefore, movingAfter, movingLate, stableOnly} {
 			t.Run(tc.name+"/"+jump, func(t *testing.T) {
-				f := newSwitchFleet(t, 3, 2)
+				f := newSwitchFleet(t, 3, 2, nil)
 				f.run(t, tc.target(f.list), jump)
+			})
+		}
+	}
+}
+
+// TestAttackFleetSwitchAutopipelined is TestAttackFleetSwitchVictim's
+// growth and departure of the sources, the victim jumping to Moving after
+// the migration or late, with a victim whose every command rides go-redis's
+// autopipelining engines (AutoPipelineOptions, AutoPipelineFrom 1): they
+// must use the connections that the switch renames, as the plain path does.
+func TestAttackFleetSwitchAutopipelined(t *testing.T) {
+	for name, target := range map[string]func([]fleet.Shard) []fleet.Shard{
+		"grow":          func(l []fleet.Shard) []fleet.Shard { return l[:3] },
+		"sources leave": func(l []fleet.Shard) []fleet.Shard { return l[2:3] },
+	} {
+		for _, jump := range []string{movingAfter, movingLate} {
+			t.Run(name+"/"+jump, func(t *testing.T) {
+				f := newSwitchFleet(t, 3, 2, &shardedredis.ShardedOptions{
+					Options:          &goredis.Options{AutoPipelineOptions: &goredis.AutoPipelineOptions{}},
+					AutoPipelineFrom: 1,
+				})
+				f.run(t, target(f.list), jump)
 			})
 		}
 	}
@@ -480,7 +507,7 @@ func (f *switchFleet) joining(target []fleet.Shard) {
 // then applies the end. Writers on a member, the driver and the victim
 // check every acknowledged write, as in TestAttackFleetSwitchVictim.
 func TestAttackFleetSwitchTwoChangesBehind(t *testing.T) {
-	f := newSwitchFleet(t, 4, 2)
+	f := newSwitchFleet(t, 4, 2, nil)
 	first, second := f.list[:3], f.list[1:4]
 	f.joining(first)
 	stop := runSwitchWriters(t, []*shardedredis.ShardedClient{f.member, f.victim, f.driver}, 4, 30)
