@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -203,18 +204,11 @@ func runSwitchWriters(t *testing.T, clients []*shardedredis.ShardedClient, write
 // checkSwitchEnd checks, once the fleet is Stable on target (shards: the
 // options of every server the test started, list their fleet shards),
 // that every key holds what the model allows, and that no server but its
-// owner under target holds a copy of a key.
+// owner under target holds a copy of a key (the protocol's own keys,
+// "__shardedcache:...", aside).
 func checkSwitchEnd(t *testing.T, o *switchOps, shards []shardedredis.ShardOptions, list, target []fleet.Shard) {
 	t.Helper()
-	var opts []shardedredis.ShardOptions
-	for _, sh := range target {
-		opts = append(opts, shardedredis.ShardOptions{Name: sh.Name, Addr: sh.Addr, Weight: sh.Weight})
-	}
-	final, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: opts})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer final.Close()
+	final := listClient(t, target)
 	for k, want := range o.acked {
 		got, err := final.Get(ctx, k).Result()
 		if errors.Is(err, goredis.Nil) {
@@ -226,14 +220,14 @@ func checkSwitchEnd(t *testing.T, o *switchOps, shards []shardedredis.ShardOptio
 	}
 	for i, sh := range list {
 		raw := goredis.NewClient(&goredis.Options{Addr: shards[i].Addr})
-		keys, err := raw.Keys(ctx, "sw:*").Result()
+		keys, err := raw.Keys(ctx, "*").Result()
 		_ = raw.Close()
 		if err != nil {
 			t.Fatal(err)
 		}
 		stray := 0
 		for _, k := range keys {
-			if final.GetShard(k).Options().Addr != sh.Addr {
+			if !strings.HasPrefix(k, "__shardedcache:") && final.GetShard(k).Options().Addr != sh.Addr {
 				stray++
 			}
 		}
@@ -254,15 +248,7 @@ func checkSwitchEnd(t *testing.T, o *switchOps, shards []shardedredis.ShardOptio
 func (f *switchFleet) checkSources(t *testing.T, o *switchOps, from, to []fleet.Shard, moving uint64) {
 	t.Helper()
 	owner := func(list []fleet.Shard) func(string) string {
-		var opts []shardedredis.ShardOptions
-		for _, sh := range list {
-			opts = append(opts, shardedredis.ShardOptions{Name: sh.Name, Addr: sh.Addr, Weight: sh.Weight})
-		}
-		c, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: opts})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
+		c := listClient(t, list)
 		return func(k string) string { return c.GetShard(k).Options().Addr }
 	}
 	src, dst := owner(from), owner(to)
@@ -274,6 +260,22 @@ func (f *switchFleet) checkSources(t *testing.T, o *switchOps, from, to []fleet.
 		}
 	}
 	t.Logf("the victim sent %d SETs", len(f.sent))
+}
+
+// listClient returns a plain sharded client of list's shards (closed when
+// the test ends): GetShard(k) names k's owner under list.
+func listClient(t *testing.T, list []fleet.Shard) *shardedredis.ShardedClient {
+	t.Helper()
+	var opts []shardedredis.ShardOptions
+	for _, sh := range list {
+		opts = append(opts, shardedredis.ShardOptions{Name: sh.Name, Addr: sh.Addr, Weight: sh.Weight})
+	}
+	c, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: opts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
 }
 
 // failingConfig is a go-redis hook that fails every CONFIG command while
@@ -529,4 +531,67 @@ func TestAttackFleetSwitchTwoChangesBehind(t *testing.T) {
 	o := stop()
 	f.checkSources(t, o, first, second, h.moving.Epoch)
 	checkSwitchEnd(t, o, f.shards, f.list, second)
+}
+
+// TestAttackFleetSwitchRawClients: GetShard's raw clients across the
+// switches of a 2 -> 3 change, in a victim that follows every step. For
+// each moving key k<i> (on a source), the victim takes its raw client in
+// Stable(L) (for k0) and in Preparing (for k1), and, once in Moving, the
+// raw client of k2 (GetShard moves the key first). After the migration,
+// SETs through the first two must fail (they would land on the source
+// after the key moved), the one through the third must land. At the end
+// every key holds its last acknowledged value and no server but its owner
+// holds a copy (the protocol's own keys aside).
+func TestAttackFleetSwitchRawClients(t *testing.T) {
+	f := newSwitchFleet(t, 3, 2, nil)
+	target := f.list[:3]
+	keys := movingKeys(t, f.list[:2], target, 3)
+	o := &switchOps{acked: map[string]string{}, maybe: map[string][]string{}}
+	for _, k := range keys {
+		if err := f.victim.Set(ctx, k, "init", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		o.acked[k] = "init"
+	}
+	raw := []*goredis.Client{f.victim.GetShard(keys[0])}
+	h := holdChange(t, f.store, f.driver, target)
+	f.apply(t, h.preparing)
+	raw = append(raw, f.victim.GetShard(keys[1]))
+	f.apply(t, h.moving)
+	raw = append(raw, f.victim.GetShard(keys[2]))
+	h.migrate(t)
+	for i, c := range raw {
+		cctx, cancel := context.WithTimeout(ctx, time.Second)
+		err := c.Set(cctx, keys[i], "raw", 0).Err()
+		cancel()
+		t.Logf("raw client %d: SET %s: %v", i, keys[i], err)
+		switch {
+		case err == nil:
+			o.acked[keys[i]], o.maybe[keys[i]] = "raw", nil
+			if i < 2 {
+				o.violate("a SET of %s through the raw client taken before Moving was acknowledged after the migration", keys[i])
+			}
+		case i == 2:
+			o.violate("a SET of %s through the raw client taken in Moving: %v", keys[i], err)
+		default:
+			o.maybe[keys[i]] = append(o.maybe[keys[i]], "raw")
+		}
+	}
+	f.apply(t, h.finish(t))
+	checkSwitchEnd(t, o, f.shards, f.list, target)
+}
+
+// movingKeys returns n keys "raw:<i>" whose owner under from is not their
+// owner under to.
+func movingKeys(t *testing.T, from, to []fleet.Shard, n int) []string {
+	t.Helper()
+	a, b := listClient(t, from), listClient(t, to)
+	var out []string
+	for i := 0; len(out) < n; i++ {
+		k := fmt.Sprint("raw:", i)
+		if a.GetShard(k).Options().Addr != b.GetShard(k).Options().Addr {
+			out = append(out, k)
+		}
+	}
+	return out
 }
