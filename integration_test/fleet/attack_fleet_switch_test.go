@@ -504,9 +504,9 @@ func (f *switchFleet) joining(target []fleet.Shard) {
 // TestAttackFleetSwitchTwoChangesBehind: the victim follows a change
 // (2 -> 3 servers) to its Moving step and is cut off there, its window
 // open, while the fleet finishes it and runs a second change (the first
-// server leaves); the victim comes back in the second change's Moving
-// (its first Apply failing half-way: the joining server's CONFIG copy),
-// then applies the end. Writers on a member, the driver and the victim
+// server leaves); the victim comes back in the second change's Moving once
+// its migration has run (its first Apply failing half-way: the joining
+// server's CONFIG copy), then applies the end. Writers on a member, the driver and the victim
 // check every acknowledged write, as in TestAttackFleetSwitchVictim.
 func TestAttackFleetSwitchTwoChangesBehind(t *testing.T) {
 	f := newSwitchFleet(t, 4, 2, nil)
@@ -522,6 +522,7 @@ func TestAttackFleetSwitchTwoChangesBehind(t *testing.T) {
 	f.joining(second)
 	h = holdChange(t, f.store, f.driver, second)
 	time.Sleep(200 * time.Millisecond)
+	h.migrate(t)
 	f.applyFailingOnce(t, h.moving)
 	time.Sleep(200 * time.Millisecond)
 	final := h.finish(t)
