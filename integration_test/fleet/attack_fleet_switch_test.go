@@ -596,3 +596,64 @@ func movingKeys(t *testing.T, from, to []fleet.Shard, n int) []string {
 	}
 	return out
 }
+
+// TestAttackFleetSwitchPubSub: a subscription of the victim to channels
+// (placed like keys) across a change 2 -> the third server alone (every
+// channel moves, the sources leave), the victim following every step, or
+// jumping from Stable(L) to Stable(T). Once it has applied the end and its
+// Ping is answered, a message published through the member on each
+// channel reaches the subscription: none is left on a server that left,
+// behind a connection its fence refuses.
+func TestAttackFleetSwitchPubSub(t *testing.T) {
+	for _, every := range []bool{true, false} {
+		t.Run(fmt.Sprint("every step ", every), func(t *testing.T) {
+			f := newSwitchFleet(t, 3, 2, nil)
+			target := f.list[2:3]
+			var channels []string
+			for i := range 20 {
+				channels = append(channels, fmt.Sprint("ch:", i))
+			}
+			sub := f.victim.Subscribe(ctx, channels...)
+			defer sub.Close()
+			if _, err := sub.Receive(ctx); err != nil {
+				t.Fatal(err)
+			}
+			h := holdChange(t, f.store, f.driver, target)
+			if every {
+				f.apply(t, h.preparing)
+				f.apply(t, h.moving)
+			}
+			f.apply(t, h.finish(t))
+			if err := sub.Ping(ctx); err != nil {
+				t.Fatal(err)
+			}
+			got := map[string]bool{}
+			rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			pong := false
+			for len(got) < len(channels) {
+				msg, err := sub.Receive(rctx)
+				if err != nil {
+					// A shard's failure (the fence closed the connection
+					// to a source): go-redis resubscribes there.
+					if rctx.Err() != nil {
+						t.Fatalf("%d of %d messages received (pong %v): %v", len(got), len(channels), pong, err)
+					}
+					t.Logf("Receive: %v", err)
+					continue
+				}
+				switch m := msg.(type) {
+				case *goredis.Pong:
+					pong = true
+					for _, ch := range channels {
+						if err := f.member.Publish(ctx, ch, "after").Err(); err != nil {
+							t.Fatal(err)
+						}
+					}
+				case *goredis.Message:
+					got[m.Channel] = true
+				}
+			}
+		})
+	}
+}
