@@ -389,6 +389,7 @@ const (
 	movingBefore = "Moving before the migration" // while it is held
 	movingAfter  = "Moving after the migration"  // before Stable is stored
 	movingLate   = "Moving late"                 // after the others applied Stable
+	stepByStep   = "Preparing, Moving after"     // Preparing, then Moving after the migration
 	stableOnly   = "Stable only"                 // never: Stable(L) to Stable(T)
 )
 
@@ -398,7 +399,8 @@ const (
 // Stable(L) straight to Moving (with its first Apply failing half-way: a
 // joining server's CONFIG copy fails, then it retries) before the
 // migration, after it, or after every other process applied Stable(T) (a
-// watch that delivers late); or from Stable(L) straight to Stable(T).
+// watch that delivers late); or from Stable(L) straight to Stable(T); or
+// it applies Preparing, then Moving after the migration (failing once).
 // Targets: 2 -> 3 (the sources stay), 2 -> the third alone (the sources
 // leave), re-weighting, and replacing a server (same name, new address).
 // No acknowledged write may be lost, no delete resurrected, no read stale
@@ -419,7 +421,7 @@ func TestAttackFleetSwitchVictim(t *testing.T) {
 		}},
 	}
 	for _, tc := range targets {
-		for _, jump := range []string{movingBefore, movingAfter, movingLate, stableOnly} {
+		for _, jump := range []string{movingBefore, movingAfter, movingLate, stableOnly, stepByStep} {
 			t.Run(tc.name+"/"+jump, func(t *testing.T) {
 				f := newSwitchFleet(t, 3, 2, nil)
 				f.run(t, tc.target(f.list), jump)
@@ -459,10 +461,13 @@ func (f *switchFleet) run(t *testing.T, target []fleet.Shard, jump string) {
 	time.Sleep(100 * time.Millisecond)
 	h := holdChange(t, f.store, f.driver, target)
 	time.Sleep(200 * time.Millisecond) // the victim is behind: its moving keys wait
-	if jump == movingAfter {
+	if jump == stepByStep {
+		f.apply(t, h.preparing)
+	}
+	if jump == movingAfter || jump == stepByStep {
 		h.migrate(t)
 	}
-	if jump == movingBefore || jump == movingAfter {
+	if jump == movingBefore || jump == movingAfter || jump == stepByStep {
 		f.applyFailingOnce(t, h.moving)
 		time.Sleep(200 * time.Millisecond)
 	}
