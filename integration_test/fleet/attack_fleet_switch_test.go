@@ -390,17 +390,17 @@ const (
 	movingAfter  = "Moving after the migration"  // before Stable is stored
 	movingLate   = "Moving late"                 // after the others applied Stable
 	stepByStep   = "Preparing, Moving after"     // Preparing, then Moving after the migration
-	stableOnly   = "Stable only"                 // never: Stable(L) to Stable(T)
+	stableOnly   = "Stable only"                 // never: Stable(L) to Stable(T) (run's default)
 )
 
 // TestAttackFleetSwitchVictim: a fleet of real redis-servers reshards
 // while writers on a member, the driver and a victim process write (SET,
 // DEL) and read back through another process. The victim jumps from
 // Stable(L) straight to Moving (with its first Apply failing half-way: a
-// joining server's CONFIG copy fails, then it retries) before the
-// migration, after it, or after every other process applied Stable(T) (a
-// watch that delivers late); or from Stable(L) straight to Stable(T); or
-// it applies Preparing, then Moving after the migration (failing once).
+// joining server's CONFIG copy fails, then it retries) after the
+// migration, or after every other process applied Stable(T) (a watch that
+// delivers late); or it applies Preparing, then Moving after the migration
+// (failing once).
 // Targets: 2 -> 3 (the sources stay) and replacing a server (same name,
 // new address).
 // No acknowledged write may be lost, no delete resurrected, no read stale
@@ -459,7 +459,8 @@ func TestAttackFleetSwitchAutopipelined(t *testing.T) {
 }
 
 // run reshards f to target with the writers on, the victim jumping as
-// jump says.
+// jump says: one of the constants above (stableOnly, or any other string:
+// it applies the final state only).
 func (f *switchFleet) run(t *testing.T, target []fleet.Shard, jump string) {
 	t.Helper()
 	f.joining(target)
