@@ -41,7 +41,9 @@
 //     the move to end, or settles it.
 //   - A move the client stopped waiting for (a timeout, a hung server, a
 //     process that died or paused) may still run later: its mark stays on
-//     the source until someone settles it. To settle a token, ask its
+//     the source until someone settles it. The client never sends a step
+//     of a move a second time by itself (no retry after a timeout: a copy
+//     that runs late is settled, a second one could run after that). To settle a token, ask its
 //     destination — once it answers again — to revoke the token unless it
 //     was restored, in one atomic step: restored, the move is finished
 //     (the source's copy goes); revoked, a RESTORE that arrives later is

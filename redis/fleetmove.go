@@ -69,10 +69,10 @@ return out`
 // ARGV[2(i-2)] with the absolute expiry ARGV[2(i-2)+1] in Unix ms (-1:
 // none), replacing a stale copy, records the token as restored (in the
 // record KEYS[1]), and returns "ok"; else "revoked". A token restored
-// already restores nothing again and returns "ok": the same script sent
-// twice (go-redis's cluster client sends a command again after a timeout,
-// and the first may still run) must not bring back the moved values over
-// writes made since. The records are the destination's (see records): on a
+// already restores nothing again and returns "ok": a copy of the script
+// run twice must not bring back the moved values over writes made since
+// (go-redis never resends it, see scriptCmd; this check is the second
+// line, while the token's record is kept). The records are the destination's (see records): on a
 // Redis Cluster, those of the keys' one hash slot.
 const restoreScript = `
 if redis.call('HEXISTS', KEYS[2], ARGV[1]) == 1 then return 'revoked' end
@@ -408,7 +408,7 @@ func (f *fleetMoves) try(ctx context.Context, v *view, keys []shardcore.MovingKe
 	}()
 	// 1. Mark and read, one script per source.
 	bySource := groupBy(keys, func(k shardcore.MovingKey) int { return k.From })
-	marks := make(map[int]*goredis.Cmd, len(bySource))
+	marks := make(map[int]scriptCmd, len(bySource))
 	groups := make([][]goredis.Cmder, v.Len())
 	for from, ks := range bySource {
 		fence := ""
@@ -467,7 +467,7 @@ func (f *fleetMoves) try(ctx context.Context, v *view, keys []shardcore.MovingKe
 		}
 	}
 	// 2. Restore, one script per destination (and hash slot).
-	restores := make(map[dest]*goredis.Cmd, len(byDest))
+	restores := make(map[dest]scriptCmd, len(byDest))
 	groups = make([][]goredis.Cmder, v.Len())
 	for d, ds := range byDest {
 		_, restored, revoked := records(v, d.to, ds[0].k.Key)
@@ -552,7 +552,7 @@ func (f *fleetMoves) try(ctx context.Context, v *view, keys []shardcore.MovingKe
 // keys of each source; it returns a failure for each key of a source that
 // did not answer (its mark stays: a later move settles it).
 func (f *fleetMoves) finish(ctx context.Context, v *view, token string, bySource map[int][]shardcore.MovingKey, mode string) []*KeyMoveError {
-	cmds := make(map[int]*goredis.Cmd, len(bySource))
+	cmds := make(map[int]scriptCmd, len(bySource))
 	groups := make([][]goredis.Cmder, v.Len())
 	for from, ks := range bySource {
 		cmds[from] = evalCmd(ctx, finishScript, keyNames(ks), token, mode)
@@ -626,17 +626,33 @@ func (f *fleetMoves) settleBusy(ctx context.Context, v *view, busy []busyKey, co
 // "revoked" (it never will be).
 func settle(ctx context.Context, v *view, to int, key, token string) (string, error) {
 	_, restored, revoked := records(v, to, key)
-	return v.Client(to).Eval(ctx, settleScript, []string{restored, revoked}, token).Text()
+	cmd := evalCmd(ctx, settleScript, []string{restored, revoked}, token)
+	_ = v.Client(to).Process(ctx, cmd)
+	return cmd.Text()
 }
 
-func evalCmd(ctx context.Context, script string, keys []string, args ...any) *goredis.Cmd {
+// evalCmd returns EVAL of script with keys and args, as a scriptCmd.
+func evalCmd(ctx context.Context, script string, keys []string, args ...any) scriptCmd {
 	cmdArgs := make([]any, 0, 3+len(keys)+len(args))
 	cmdArgs = append(cmdArgs, "eval", script, len(keys))
 	for _, k := range keys {
 		cmdArgs = append(cmdArgs, k)
 	}
-	return goredis.NewCmd(ctx, append(cmdArgs, args...)...)
+	return scriptCmd{goredis.NewCmd(ctx, append(cmdArgs, args...)...)}
 }
+
+// scriptCmd is a script of the moves, which go-redis never sends again by
+// itself (NoRetry: not after a timeout, whatever MaxRetries says, nor as
+// a cluster client's resend; MOVED and ASK are still followed). A copy the
+// client stopped waiting for may still run (a hung server runs what it
+// was sent when it wakes), so a second copy could run after the move was
+// settled, its records cleaned up and the key written since: a restoring
+// script would bring the moved value back over that write. A move whose
+// reply is lost is settled by the protocol instead (settle).
+type scriptCmd struct{ *goredis.Cmd }
+
+// NoRetry implements goredis.Cmder: see scriptCmd.
+func (scriptCmd) NoRetry() bool { return true }
 
 func groupBy[T any](items []T, key func(T) int) map[int][]T {
 	out := map[int][]T{}

@@ -7,9 +7,9 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 )
 
-// The restoring script sent twice with one token (a retry of go-redis's
-// cluster client after a timeout, the first copy still in the server's
-// buffers) restores once: the second copy, run after a write of the key,
+// The restoring script run twice with one token (a copy sent again, the
+// first still in the server's buffers; go-redis does not resend it, see
+// scriptCmd) restores once: the second copy, run after a write of the key,
 // leaves the write. A revoked token restores nothing.
 func TestRestoreScriptOncePerToken(t *testing.T) {
 	ctx := context.Background()
