@@ -60,23 +60,13 @@ func TestClusterMove(t *testing.T) {
 // the killed master included (each RESTORE waited for its replica).
 func TestClusterMoveMasterKilledAndResumed(t *testing.T) {
 	m := fixtures.NewClusterMove(t, 4000, nil)
-	if err := m.C.BeginClusterMove(m.ClusterShard(true)); err != nil {
-		t.Fatal(err)
-	}
-	mig, err := m.C.NewMigration(shardedredis.MigrateOptions{BatchSize: 100, Parallelism: 1, KeysPerSecond: 8000})
-	if err != nil {
-		t.Fatal(err)
-	}
-	masters, err := m.Cluster.Masters(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	mig, masters := m.BeginWithFailover(t)
 	victim := m.Cluster.Node(masters[0])
 	runErr := make(chan error, 1)
 	go func() { runErr <- mig.Run(ctx) }()
 	waitFor(t, func() bool { return progressMoved(mig) >= int64(m.N/4) })
 	victim.Kill()
-	err = <-runErr
+	err := <-runErr
 	var me *shardedredis.MigrationError
 	var ne *shardedredis.ClusterNodeError
 	if !errors.As(err, &me) || !errors.As(err, &ne) || ne.Node != victim.Addr {
@@ -107,17 +97,7 @@ func TestClusterMoveMasterKilledAndResumed(t *testing.T) {
 // failover failed some keys) finishes, and every key is there.
 func TestClusterMoveFailover(t *testing.T) {
 	m := fixtures.NewClusterMove(t, 4000, nil)
-	if err := m.C.BeginClusterMove(m.ClusterShard(true)); err != nil {
-		t.Fatal(err)
-	}
-	mig, err := m.C.NewMigration(shardedredis.MigrateOptions{BatchSize: 100, Parallelism: 1, KeysPerSecond: 8000})
-	if err != nil {
-		t.Fatal(err)
-	}
-	masters, err := m.Cluster.Masters(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	mig, masters := m.BeginWithFailover(t)
 	var replica string
 	for _, n := range m.Cluster.Nodes {
 		if !slices.Contains(masters, n.Addr) {
@@ -133,7 +113,7 @@ func TestClusterMoveFailover(t *testing.T) {
 	if err := r.ClusterFailover(ctx).Err(); err != nil {
 		t.Fatalf("CLUSTER FAILOVER on %s: %v", replica, err)
 	}
-	err = <-runErr
+	err := <-runErr
 	var me *shardedredis.MigrationError
 	switch {
 	case errors.As(err, &me):
