@@ -229,21 +229,12 @@ func TestPubSubFollowsEjectionAndRejoin(t *testing.T) {
 		c := fixtures.NewPSClient(t, shardedredis.Health{
 			Mode: shardedclient.EjectMode, FailureLimit: 1, RetryTimeout: 50 * time.Millisecond,
 		}, servers...)
-		chs := fixtures.PSNames("ch", 30)
-		r := fixtures.NewPSReader(t, c.Subscribe(ctx, chs...))
-		r.Expect(fixtures.PSConfirmations("subscribe", 1, 1, chs...)...)
-		if err := r.PS.PSubscribe(ctx, "p.*"); err != nil {
-			t.Fatal(err)
-		}
-		r.Expect(fixtures.PSConfirmations("psubscribe", 31, 1, "p.*")...)
-		want := fixtures.PSPlacement{Channels: chs, Patterns: []string{"p.*"}}
-		all := fixtures.PSRoutes(chs...)
-		all["p.x"] = []string{"p.*"}
+		r, want, all := subscribeChannelsAndPattern(t, c)
 
 		dead := servers[1]
 		fixtures.EjectServer(t, c, dead)
 		fixtures.WantShardErrors(t, "ejection", r.Sync(), dead)
-		fixtures.CheckPSPlacement(t, c, servers, fixtures.PSPlacement{Channels: chs, Patterns: want.Patterns, Down: []*fixtures.PSServer{dead}})
+		fixtures.CheckPSPlacement(t, c, servers, fixtures.PSPlacement{Channels: want.Channels, Patterns: want.Patterns, Down: []*fixtures.PSServer{dead}})
 		r.Deliver(fixtures.PSPublisher(c), "ejected", all)
 
 		fixtures.RejoinServer(t, c, dead)
@@ -260,16 +251,7 @@ func TestPubSubFollowsResharding(t *testing.T) {
 	fixtures.ForEachPubSubBackend(t, func(t *testing.T, b fixtures.PSBackend) {
 		servers := fixtures.StartPSServers(t, b, 3)
 		c := fixtures.NewPSClient(t, shardedredis.Health{}, servers[:2]...)
-		chs := fixtures.PSNames("ch", 30)
-		r := fixtures.NewPSReader(t, c.Subscribe(ctx, chs...))
-		r.Expect(fixtures.PSConfirmations("subscribe", 1, 1, chs...)...)
-		if err := r.PS.PSubscribe(ctx, "p.*"); err != nil {
-			t.Fatal(err)
-		}
-		r.Expect(fixtures.PSConfirmations("psubscribe", 31, 1, "p.*")...)
-		want := fixtures.PSPlacement{Channels: chs, Patterns: []string{"p.*"}}
-		all := fixtures.PSRoutes(chs...)
-		all["p.x"] = []string{"p.*"}
+		r, want, all := subscribeChannelsAndPattern(t, c)
 		for _, step := range []struct {
 			name string
 			run  func() error
@@ -369,4 +351,22 @@ func TestPubSubSubscribeDuringShardChanges(t *testing.T) {
 		fixtures.CheckPSPlacement(t, c, servers, fixtures.PSPlacement{Channels: want})
 		r.Deliver(fixtures.PSPublisher(c), "after the changes", rs)
 	})
+}
+
+// subscribeChannelsAndPattern subscribes c to 30 channels ("ch:...") and
+// the pattern "p.*", checks the confirmations, and returns the reader, the
+// placement the subscriptions want, and where a publication of each
+// channel (and of "p.x") must arrive.
+func subscribeChannelsAndPattern(t *testing.T, c *shardedredis.ShardedClient) (*fixtures.PSReader, fixtures.PSPlacement, map[string][]string) {
+	t.Helper()
+	chs := fixtures.PSNames("ch", 30)
+	r := fixtures.NewPSReader(t, c.Subscribe(ctx, chs...))
+	r.Expect(fixtures.PSConfirmations("subscribe", 1, 1, chs...)...)
+	if err := r.PS.PSubscribe(ctx, "p.*"); err != nil {
+		t.Fatal(err)
+	}
+	r.Expect(fixtures.PSConfirmations("psubscribe", 31, 1, "p.*")...)
+	all := fixtures.PSRoutes(chs...)
+	all["p.x"] = []string{"p.*"}
+	return r, fixtures.PSPlacement{Channels: chs, Patterns: []string{"p.*"}}, all
 }
