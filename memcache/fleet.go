@@ -5,13 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/bradfitz/gomemcache/memcache"
 
 	"github.com/shardedcache/shardedcache/fleet"
+	"github.com/shardedcache/shardedcache/internal/fleetstep"
 	"github.com/shardedcache/shardedcache/internal/mcmeta"
 	"github.com/shardedcache/shardedcache/internal/shardcore"
 	"github.com/shardedcache/shardedcache/ring"
@@ -118,11 +118,7 @@ type fleetState struct {
 	joined  atomic.Bool     // JoinFleet succeeded, or is under way
 	barrier fleet.LeaseGate // the member's lease: commands refused once it runs out
 	mode    atomic.Int32    // modeStable, modePreparing, modeMoving
-	// changed is closed, and replaced, at every applied state.
-	changed atomic.Pointer[chan struct{}]
-
-	mu      sync.Mutex // serializes Apply
-	applied fleet.State
+	step    fleetstep.Applied
 }
 
 // check refuses a command once the member's lease is not surely valid.
@@ -131,21 +127,11 @@ func (f *fleetState) check() error { return f.barrier.Check() }
 // awaitMoving waits, at most FleetWait and within ctx, while the client is
 // in the Preparing step.
 func (f *fleetState) awaitMoving(ctx context.Context) error {
-	timer := time.NewTimer(FleetWait)
-	defer timer.Stop()
-	for {
-		wait := *f.changed.Load()
-		if f.mode.Load() != modePreparing {
-			return nil
-		}
-		select {
-		case <-wait:
-		case <-timer.C:
-			return fmt.Errorf("%w (waited %v)", ErrFleetPreparing, FleetWait)
-		case <-ctx.Done():
-			return ctx.Err()
-		}
+	err := f.step.Wait(ctx, FleetWait, func() bool { return f.mode.Load() != modePreparing })
+	if errors.Is(err, fleetstep.ErrWaited) {
+		return fmt.Errorf("%w (waited %v)", ErrFleetPreparing, FleetWait)
 	}
+	return err
 }
 
 // JoinFleet makes c a member of the fleet whose state store holds (see
@@ -187,14 +173,7 @@ func (c *ShardedClient) JoinFleet(ctx context.Context, store fleet.Store, opt fl
 // JoinFleet, and for fleet.Reshard and fleet.Resume, which drive a
 // resharding of the fleet from this process.
 func (c *ShardedClient) FleetBackend() fleet.Backend {
-	f := &c.fleet
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if !f.on.Load() {
-		ch := make(chan struct{})
-		f.changed.Store(&ch)
-		f.on.Store(true)
-	}
+	c.fleet.on.Store(true)
 	return fleetBackend{c}
 }
 
@@ -261,16 +240,12 @@ func shardOptions(list []fleet.Shard) ([]ShardOptions, error) {
 // process's calls routed by an older step is still running. An epoch not
 // newer than the applied one does nothing.
 func (b fleetBackend) Apply(ctx context.Context, st fleet.State) error {
-	c := b.c
-	if err := st.Validate(); err != nil {
-		return err
-	}
+	return b.c.fleet.step.Apply(st, func(prev fleet.State) error { return b.c.applyStep(ctx, prev, st) })
+}
+
+// applyStep switches c from the applied state prev to st (see Apply).
+func (c *ShardedClient) applyStep(ctx context.Context, prev, st fleet.State) error {
 	f := &c.fleet
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if st.Epoch <= f.applied.Epoch {
-		return nil
-	}
 	from, err := shardOptions(st.Shards)
 	if err != nil {
 		return err
@@ -285,18 +260,12 @@ func (b fleetBackend) Apply(ctx context.Context, st fleet.State) error {
 		err = c.SetShards(from)
 	case fleet.Preparing, fleet.Moving:
 		f.mode.Store(map[fleet.Step]int32{fleet.Preparing: modePreparing, fleet.Moving: modeMoving}[st.Step])
-		if open && f.applied.Change == st.Change {
+		if open && prev.Change == st.Change {
 			break // the window of this resharding is open: only the mode changes
 		}
 		err = c.openFleetWindow(ctx, open, from, st.Target)
 	}
-	if err != nil {
-		return err
-	}
-	f.applied = st
-	ch := make(chan struct{})
-	close(*f.changed.Swap(&ch))
-	return nil
+	return err
 }
 
 // openFleetWindow puts c on from and opens a window to target, ending the

@@ -16,6 +16,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/shardedcache/shardedcache/fleet"
+	"github.com/shardedcache/shardedcache/internal/fleetstep"
 	"github.com/shardedcache/shardedcache/ring"
 )
 
@@ -25,19 +26,13 @@ type fleetState struct {
 	on     atomic.Bool
 	joined atomic.Bool // JoinFleet succeeded, or is under way
 	member string      // random, names this process's connections
-	// epoch is the epoch of the applied state, read by commands that a
+	// step is the state applied; its epoch is read by commands that a
 	// fence refused (see process): a newer one means a new view.
-	epoch atomic.Uint64
+	step fleetstep.Applied
 	// moves is the moving-key state of the Moving step applied, nil
 	// otherwise.
-	moves atomic.Pointer[fleetMoves]
-
-	// changed is closed, and replaced, at every applied state (await).
-	changed atomic.Pointer[chan struct{}]
-
-	mu      sync.Mutex // serializes Apply
-	applied fleet.State
-	labels  map[string]string // shard (name@addr/db) -> its client's connection name
+	moves  atomic.Pointer[fleetMoves]
+	labels map[string]string // shard (name@addr/db) -> its client's connection name (under step's Apply)
 }
 
 // connPrefix starts the connection names of fleet clients:
@@ -173,8 +168,6 @@ func (c *ShardedClient) enableFleet() {
 	var b [4]byte
 	_, _ = rand.Read(b[:])
 	c.fleet.member = hex.EncodeToString(b[:])
-	ch := make(chan struct{})
-	c.fleet.changed.Store(&ch)
 	c.build.fence = true
 	c.fleet.on.Store(true)
 }
@@ -272,18 +265,12 @@ func shardKey(sh fleet.Shard) string { return sh.Name + "@" + sh.Addr + dbSuffix
 // (a process that joins mid-change or was cut off) renames every shard's
 // connections with st's epoch. An epoch not newer than the applied one
 // does nothing.
-func (b fleetBackend) Apply(ctx context.Context, st fleet.State) error {
-	c := b.c
-	if err := st.Validate(); err != nil {
-		return err
-	}
-	f := &c.fleet
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	prev := f.applied
-	if st.Epoch <= prev.Epoch {
-		return nil
-	}
+func (b fleetBackend) Apply(_ context.Context, st fleet.State) error {
+	return b.c.fleet.step.Apply(st, func(prev fleet.State) error { return b.c.applyStep(prev, st) })
+}
+
+// applyStep switches c from the applied state prev to st (see Apply).
+func (c *ShardedClient) applyStep(prev, st fleet.State) error {
 	next := prev.Epoch+1 == st.Epoch
 	windowOpen := c.shards.Window() != nil
 	all := func(fleet.Shard) bool { return true }
@@ -317,38 +304,14 @@ func (b fleetBackend) Apply(ctx context.Context, st fleet.State) error {
 		}
 		err = c.fleetBegin(st, relabel)
 	}
-	if err != nil {
-		return err
-	}
-	f.applied = st
-	f.epoch.Store(st.Epoch)
-	ch := make(chan struct{})
-	close(*f.changed.Swap(&ch))
-	return nil
+	return err
 }
 
 // await waits, at most FleetWait and within ctx, until a state newer than
 // epoch is applied; it reports whether one was. Outside a fleet it
 // returns false at once.
 func (f *fleetState) await(ctx context.Context, epoch uint64) bool {
-	if !f.on.Load() {
-		return false
-	}
-	timer := time.NewTimer(FleetWait)
-	defer timer.Stop()
-	for {
-		wait := *f.changed.Load() // set by enableFleet, before on
-		if f.epoch.Load() > epoch {
-			return true
-		}
-		select {
-		case <-wait:
-		case <-timer.C:
-			return false
-		case <-ctx.Done():
-			return false
-		}
-	}
+	return f.on.Load() && f.step.Wait(ctx, FleetWait, func() bool { return f.step.Epoch() > epoch }) == nil
 }
 
 // fleetSwitch switches c to list (SetShards): a shard for which relabel

@@ -424,7 +424,7 @@ func (c *ShardedClient) process(ctx context.Context, cmd goredis.Cmder) error {
 		return err
 	}
 	for {
-		epoch := c.fleet.epoch.Load()
+		epoch := c.fleet.step.Epoch()
 		err, fenced := c.processOn(ctx, cmd)
 		if !fenced || !c.fleet.await(ctx, epoch) {
 			return err
