@@ -34,17 +34,9 @@ func (b attackReleaseBeforeMigrate) Migrate(ctx context.Context, st fleet.State,
 // finish it (it does not fence again).
 func TestAttackFleetLateFence(t *testing.T) {
 	shards, list := fixtures.FleetServers(t, 4)
-	c, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: shards[:2]})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
 	store := &fleet.MemStore{}
-	m, err := c.JoinFleet(ctx, store, fleet.MemberOptions{Initial: list[:2]})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
+	cs, _ := fixtures.FleetMembers(t, shards[:2], list[:2], store, 1)
+	c := cs[0]
 	for i := range 300 {
 		if err := c.Set(ctx, fmt.Sprint("lf:", i), i, 0).Err(); err != nil {
 			t.Fatal(err)
@@ -57,7 +49,7 @@ func TestAttackFleetLateFence(t *testing.T) {
 	}
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	_, err = fleet.Reshard(rctx, store, attackReleaseBeforeMigrate{backend, release, d1done}, list, fleet.DriverOptions{})
+	_, err := fleet.Reshard(rctx, store, attackReleaseBeforeMigrate{backend, release, d1done}, list, fleet.DriverOptions{})
 	if err != nil {
 		rctx2, cancel2 := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel2()

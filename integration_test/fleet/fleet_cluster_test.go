@@ -43,17 +43,9 @@ func TestFleetResumeAfterFence(t *testing.T) {
 			if into == "cluster" {
 				target = []fleet.Shard{{Name: "cluster", Addr: strings.Join(fixtures.SharedCluster(t).Addrs(), ","), Cluster: true}}
 			}
-			c, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: shards[:2]})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
 			store := &fleet.MemStore{}
-			m, err := c.JoinFleet(ctx, store, fleet.MemberOptions{Initial: list[:2]})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer m.Close()
+			cs, _ := fixtures.FleetMembers(t, shards[:2], list[:2], store, 1)
+			c := cs[0]
 			const n = 300
 			for i := range n {
 				if err := c.Set(ctx, fmt.Sprint("ra:", i), i, 0).Err(); err != nil {
@@ -90,17 +82,9 @@ func TestFleetResumeAfterFence(t *testing.T) {
 func TestFleetIntoCluster(t *testing.T) {
 	cluster := fixtures.SharedCluster(t)
 	shards, list := fixtures.FleetServers(t, 3)
-	c, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: shards})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
 	store := &fleet.MemStore{}
-	m, err := c.JoinFleet(ctx, store, fleet.MemberOptions{Initial: list})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
+	cs, _ := fixtures.FleetMembers(t, shards, list, store, 1)
+	c := cs[0]
 	const n = 1000
 	fixtures.SeedTypes(t, c, n)
 	target := []fleet.Shard{{Name: "cluster", Addr: strings.Join(cluster.Addrs(), ","), Cluster: true}}
