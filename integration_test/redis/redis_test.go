@@ -21,26 +21,39 @@ import (
 	"github.com/shardedcache/shardedcache/integration_test/internal/fixtures"
 )
 
-// goldenRouting reads a Jedis routing file: key -> shard index (column col).
-func goldenRouting(t *testing.T, path string, col int) map[string]int {
+// goldenRows reads a routing file of the peers (tab-separated, "#"
+// comments): each row's columns, the first (the key) unquoted.
+func goldenRows(t *testing.T, path string) [][]string {
 	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	out := map[string]int{}
+	var rows [][]string
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		if strings.HasPrefix(sc.Text(), "#") {
 			continue
 		}
 		cols := strings.Split(sc.Text(), "\t")
-		key, err := strconv.Unquote(cols[0])
-		if err != nil {
+		if cols[0], err = strconv.Unquote(cols[0]); err != nil {
 			t.Fatal(err)
 		}
-		out[key], _ = strconv.Atoi(cols[col])
+		rows = append(rows, cols)
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return rows
+}
+
+// goldenRouting reads a Jedis routing file: key -> shard index (column col).
+func goldenRouting(t *testing.T, path string, col int) map[string]int {
+	t.Helper()
+	out := map[string]int{}
+	for _, cols := range goldenRows(t, path) {
+		out[cols[0]], _ = strconv.Atoi(cols[col])
 	}
 	return out
 }
@@ -590,22 +603,9 @@ func TestRedisGoRedisRingPreset(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	f, err := os.Open("../../ring/testdata/presets/goredis_ring3.tsv")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
 	n := 0
-	for sc.Scan() {
-		if strings.HasPrefix(sc.Text(), "#") {
-			continue
-		}
-		cols := strings.Split(sc.Text(), "\t")
-		key, err := strconv.Unquote(cols[0])
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, cols := range goldenRows(t, "../../ring/testdata/presets/goredis_ring3.tsv") {
+		key := cols[0]
 		if err := c.Set(ctx, key, "v", 0).Err(); err != nil {
 			t.Fatal(err)
 		}
