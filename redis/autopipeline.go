@@ -135,10 +135,24 @@ func (c *ShardedClient) send(ctx context.Context, client *goredis.Client, cmd go
 		return client.Process(ctx, cmd)
 	}
 	defer e.leave()
-	if !e.enter(c.apFrom.Load()) {
+	if !e.enter(c.apFrom.Load()) || cachedRead(client, cmd) {
 		return client.Process(ctx, cmd)
 	}
 	return e.blocking.Process(ctx, cmd)
+}
+
+// cachedRead reports whether cmd reads keys, and writes none, on a shard
+// client that caches (see cache.go): it takes the plain path, where
+// go-redis answers it from the shard's cache. go-redis's engine consults
+// the cache for a batch of one command only; a command in a larger batch
+// would be sent to the server, its reply not cached. A read that go-redis
+// does not cache runs there as a plain command.
+func cachedRead(client *goredis.Client, cmd goredis.Cmder) bool {
+	if cacheOf(client) == nil {
+		return false
+	}
+	info, err := commands.Lookup(cmd.Args())
+	return err == nil && info.ReadsOnly()
 }
 
 // sendGroups runs groups[i] on shard i as execGroups does, each group
@@ -165,7 +179,7 @@ func sendGroup(ctx context.Context, v *view, i int, g []goredis.Cmder, from int6
 		defer e.leave()
 	}
 	switch {
-	case e == nil || !e.enter(from) || len(g) > 1 && (e.ordered == nil || slices.ContainsFunc(g, diverted)):
+	case e == nil || !e.enter(from) || !batchable(e, v.Client(i), g):
 		execGroup(ctx, v, i, g)
 		return
 	case len(g) == 1:
@@ -179,6 +193,16 @@ func sendGroup(ctx context.Context, v *view, i int, g []goredis.Cmder, from int6
 		}
 	}
 	finishGroup(ctx, v, i, g)
+}
+
+// batchable reports whether group g of client may ride its engines e: one
+// command that is not a cached read (see cachedRead), or several in order
+// on the deferred engine when it keeps their order and none is diverted.
+func batchable(e *engines, client *goredis.Client, g []goredis.Cmder) bool {
+	if len(g) == 1 {
+		return !cachedRead(client, g[0])
+	}
+	return e.ordered != nil && !slices.ContainsFunc(g, diverted)
 }
 
 // SetAutoPipelineFrom sets ShardedOptions.AutoPipelineFrom to n for the

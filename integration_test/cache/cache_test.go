@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -149,7 +151,24 @@ const cacheRounds = 200
 // second read is a hit (counted), which proves they were cached.
 func TestCacheReadYourWrites(t *testing.T) {
 	procs := fixtures.SharedRedis(t, 2)
-	c := fixtures.NewCachedClient(t, addrsOf(procs)...)
+	t.Run("plain", func(t *testing.T) { cacheReadYourWrites(t, fixtures.NewCachedClient(t, addrsOf(procs)...)) })
+	t.Run("autopipelined", func(t *testing.T) { cacheReadYourWrites(t, newCachedAPClient(t, procs)) })
+}
+
+// newCachedAPClient is NewCachedClient with autopipelining (WithAP: every
+// command joins a batch of go-redis's engine).
+func newCachedAPClient(t *testing.T, procs []*fixtures.RedisProc) *shardedredis.ShardedClient {
+	t.Helper()
+	c, err := shardedredis.NewShardedClient(fixtures.WithAP(&shardedredis.ShardedOptions{
+		Shards: fixtures.ShardsAt(addrsOf(procs)...), Options: fixtures.CachedOptions()}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func cacheReadYourWrites(t *testing.T, c *shardedredis.ShardedClient) {
 	split := twoShardKeys(t, c, "ryw:")
 	for _, shape := range writeShapes {
 		t.Run(shape.name, func(t *testing.T) {
@@ -203,6 +222,61 @@ func readYourWrites(t *testing.T, c *shardedredis.ShardedClient, shape writeShap
 		}
 	}
 	return stale, fixtures.CacheHits(c) - hits0
+}
+
+// TestCacheAutoPipelinedHits: with autopipelining, reads of keys that the
+// cache holds are served from memory however many callers are on the shard
+// at once (go-redis's engine would send a batch of several GETs to the
+// server, its replies uncached): 64 goroutines' GETs of cached keys are all
+// hits, and the servers run none of them.
+func TestCacheAutoPipelinedHits(t *testing.T) {
+	procs := fixtures.SharedRedis(t, 2)
+	c := newCachedAPClient(t, procs)
+	keys := make([]string, 16)
+	for i := range keys {
+		keys[i] = "ap-hot:" + strconv.Itoa(i)
+		if err := c.Set(ctx, keys[i], "v"+strconv.Itoa(i), 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		for hit := fixtures.CacheHits(c); fixtures.CacheHits(c) == hit; {
+			if err := c.Get(ctx, keys[i]).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	direct := make([]*goredis.Client, len(procs))
+	for i, p := range procs {
+		direct[i] = goredis.NewClient(&goredis.Options{Addr: p.Addr})
+		defer direct[i].Close()
+	}
+	gets := func() (n int64) {
+		for _, d := range direct {
+			n += fixtures.ReadCounts(t, d).Calls["get"]
+		}
+		return n
+	}
+	gets0, hits0, misses0 := gets(), fixtures.CacheHits(c), fixtures.CacheMisses(c)
+	const goroutines, each = 64, 200
+	var wg sync.WaitGroup
+	var wrong atomic.Int64
+	for g := range goroutines {
+		wg.Go(func() {
+			for j := range each {
+				i := (g + j) % len(keys)
+				if got, err := c.Get(ctx, keys[i]).Result(); err != nil || got != "v"+strconv.Itoa(i) {
+					wrong.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if n := wrong.Load(); n != 0 {
+		t.Errorf("%d GETs failed or returned another value", n)
+	}
+	if hits, misses, sent := fixtures.CacheHits(c)-hits0, fixtures.CacheMisses(c)-misses0, gets()-gets0; hits != goroutines*each || misses != 0 || sent != 0 {
+		t.Errorf("%d GETs of cached keys: %d hits, %d misses, %d GETs run by the servers; want %d, 0, 0",
+			goroutines*each, hits, misses, sent, goroutines*each)
+	}
 }
 
 // TestCacheStaleWithoutTheHook is the control of TestCacheReadYourWrites:
@@ -357,6 +431,9 @@ func TestCacheModelRedis(t *testing.T) {
 			fixtures.RunRedisModel(t, seed, *fixtures.ModelOps/3, fixtures.CachedOptions().ClientSideCacheConfig, false)
 		})
 	}
+	t.Run("autopipelined", func(t *testing.T) {
+		fixtures.RunRedisModel(t, fixtures.ModelSeeds(t)[0], *fixtures.ModelOps/3, fixtures.CachedOptions().ClientSideCacheConfig, true)
+	})
 }
 
 // TestCacheOtherClientsWrite: a write of another client to a key that the
@@ -438,7 +515,7 @@ func TestCacheEjectRejoin(t *testing.T) {
 		ProbeTimeout: 100 * time.Millisecond,
 		OnRejoin:     func(ctx context.Context, c *goredis.Client) error { return c.FlushDB(ctx).Err() }}
 	servers, direct, _ := fixtures.SafetyFixture(t, 2, 2, h)
-	c := fixtures.CachingClient(t, servers, 2, h, fixtures.CachedOptions().ClientSideCacheConfig)
+	c := fixtures.CachingClient(t, servers, 2, h, fixtures.CachedOptions().ClientSideCacheConfig, false)
 	keys := twoShardKeys(t, c, "eject:")
 	for _, k := range keys {
 		c.Set(ctx, k, "before", 0)
