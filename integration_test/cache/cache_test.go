@@ -153,14 +153,26 @@ func TestCacheReadYourWrites(t *testing.T) {
 	procs := fixtures.SharedRedis(t, 2)
 	t.Run("plain", func(t *testing.T) { cacheReadYourWrites(t, fixtures.NewCachedClient(t, addrsOf(procs)...)) })
 	t.Run("autopipelined", func(t *testing.T) { cacheReadYourWrites(t, newCachedAPClient(t, procs)) })
+	t.Run("coalesced-misses", func(t *testing.T) {
+		o := fixtures.CachedOptions()
+		o.ClientSideCacheCoalesceMisses = true
+		cacheReadYourWrites(t, newCachedClientWith(t, procs, &shardedredis.ShardedOptions{Options: o}))
+	})
 }
 
 // newCachedAPClient is NewCachedClient with autopipelining (WithAP: every
 // command joins a batch of go-redis's engine).
 func newCachedAPClient(t *testing.T, procs []*fixtures.RedisProc) *shardedredis.ShardedClient {
 	t.Helper()
-	c, err := shardedredis.NewShardedClient(fixtures.WithAP(&shardedredis.ShardedOptions{
-		Shards: fixtures.ShardsAt(addrsOf(procs)...), Options: fixtures.CachedOptions()}))
+	return newCachedClientWith(t, procs, fixtures.WithAP(&shardedredis.ShardedOptions{Options: fixtures.CachedOptions()}))
+}
+
+// newCachedClientWith returns a client built from opt over procs, closed
+// at the end of the test.
+func newCachedClientWith(t *testing.T, procs []*fixtures.RedisProc, opt *shardedredis.ShardedOptions) *shardedredis.ShardedClient {
+	t.Helper()
+	opt.Shards = fixtures.ShardsAt(addrsOf(procs)...)
+	c, err := shardedredis.NewShardedClient(opt)
 	if err != nil {
 		t.Fatal(err)
 	}
