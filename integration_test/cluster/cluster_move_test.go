@@ -3,9 +3,12 @@ package cluster_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,7 +24,7 @@ import (
 // cluster with its value and TTL at the end; the window ended; the same
 // client serves from the cluster, and a second Run moves nothing.
 func TestClusterMove(t *testing.T) {
-	m := fixtures.NewClusterMove(t, 4000, nil)
+	m := fixtures.NewClusterMove(t, 4000, nil, nil)
 	stop := make(chan struct{})
 	written := m.Writers(stop)
 	if err := m.C.BeginClusterMove(m.ClusterShard(true)); err != nil {
@@ -59,7 +62,7 @@ func TestClusterMove(t *testing.T) {
 // resumed from the checkpoint finishes, and no key is lost, those moved to
 // the killed master included (each RESTORE waited for its replica).
 func TestClusterMoveMasterKilledAndResumed(t *testing.T) {
-	m := fixtures.NewClusterMove(t, 4000, nil)
+	m := fixtures.NewClusterMove(t, 4000, nil, nil)
 	mig, masters := m.BeginWithFailover(t)
 	victim := m.Cluster.Node(masters[0])
 	runErr := make(chan error, 1)
@@ -96,7 +99,7 @@ func TestClusterMoveMasterKilledAndResumed(t *testing.T) {
 // cluster client follows the new master; the run (resumed if the
 // failover failed some keys) finishes, and every key is there.
 func TestClusterMoveFailover(t *testing.T) {
-	m := fixtures.NewClusterMove(t, 4000, nil)
+	m := fixtures.NewClusterMove(t, 4000, nil, nil)
 	mig, masters := m.BeginWithFailover(t)
 	var replica string
 	for _, n := range m.Cluster.Nodes {
@@ -155,7 +158,7 @@ func waitFor(t *testing.T, cond func() bool) {
 // would take keys out of it is refused before anything changes (a migration
 // cannot scan a cluster shard).
 func TestClusterShardIsNoMigrationSource(t *testing.T) {
-	m := fixtures.NewClusterMove(t, 400, nil)
+	m := fixtures.NewClusterMove(t, 400, nil, nil)
 	cs := m.ClusterShard(false)
 	if err := m.C.BeginClusterMove(cs); err != nil {
 		t.Fatal(err)
@@ -189,7 +192,7 @@ func TestClusterShardIsNoMigrationSource(t *testing.T) {
 // nothing.
 func TestPlanClusterMove(t *testing.T) {
 	const n = 400
-	m := fixtures.NewClusterMove(t, n, nil)
+	m := fixtures.NewClusterMove(t, n, nil, nil)
 	cc := goredis.NewClusterClient(m.ClusterShard(false).Options)
 	defer cc.Close()
 	if err := cc.ForEachMaster(ctx, func(ctx context.Context, master *goredis.Client) error {
@@ -271,4 +274,98 @@ func TestPlanClusterMove(t *testing.T) {
 			t.Fatalf("already:%d after the plan: %q, %v", i, got, err)
 		}
 	}
+}
+
+// The move with every shard caching (client-side caching): while keys move
+// into the cluster, writers SET counters through the client and readers of
+// the same process read them; a read never returns a value older than the
+// last write the client acknowledged before the read began (read-your-writes
+// within the process, across the move), and the cluster holds every key's
+// last value at the end.
+func TestClusterMoveCached(t *testing.T) {
+	m := fixtures.NewClusterMove(t, 2000, nil, fixtures.CachedOptions())
+	const counters = 64
+	var acked, sent [counters]atomic.Int64
+	key := func(i int) string { return "c:" + strconv.Itoa(i) }
+	for i := range counters { // cached before the move: read until a hit
+		if err := m.C.Set(ctx, key(i), 0, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		for hit := fixtures.CacheHits(m.C); fixtures.CacheHits(m.C) == hit; {
+			if err := m.C.Get(ctx, key(i)).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var bad []string
+	report := func(format string, args ...any) {
+		mu.Lock()
+		bad = append(bad, fmt.Sprintf(format, args...))
+		mu.Unlock()
+	}
+	for w := range 4 {
+		wg.Go(func() { // writer w owns the counters i with i%4 == w
+			for n := int64(1); ; n++ {
+				for i := w; i < counters; i += 4 {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					sent[i].Store(n)
+					if err := m.C.Set(ctx, key(i), n, 0).Err(); err != nil {
+						report("SET %s %d: %v", key(i), n, err)
+						return
+					}
+					acked[i].Store(n)
+				}
+			}
+		})
+	}
+	var reads atomic.Int64
+	for r := range 4 {
+		wg.Go(func() {
+			for j := r; ; j++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				i := j * 7 % counters
+				lo := acked[i].Load()
+				got, err := m.C.Get(ctx, key(i)).Int64()
+				if hi := sent[i].Load(); err != nil || got < lo || got > hi {
+					report("GET %s = %d (%v), want %d..%d", key(i), got, err, lo, hi)
+					return
+				}
+				reads.Add(1)
+			}
+		})
+	}
+	if err := m.C.BeginClusterMove(m.ClusterShard(false)); err != nil {
+		t.Fatal(err)
+	}
+	mig, err := m.C.NewMigration(shardedredis.MigrateOptions{BatchSize: 100, KeysPerSecond: 4000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := mig.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond) // reads and writes on the cluster alone
+	close(stop)
+	wg.Wait()
+	if len(bad) > 0 {
+		t.Fatalf("%d wrong read(s) or failed write(s) of %d reads, first: %v", len(bad), reads.Load(), bad[:min(5, len(bad))])
+	}
+	last := map[string][2]string{}
+	for i := range counters {
+		v := strconv.FormatInt(acked[i].Load(), 10)
+		last[key(i)] = [2]string{v, v}
+	}
+	m.Check(t, last)
+	t.Logf("%d reads checked during the move", reads.Load())
 }

@@ -32,7 +32,7 @@ import (
 // receiver holds one connection to the cluster for channels and patterns
 // and one per hash slot of its shard channels, closed once it holds none.
 func TestClusterMovePubSub(t *testing.T) {
-	m := fixtures.NewClusterMove(t, 0, nil)
+	m := fixtures.NewClusterMove(t, 0, nil, nil)
 	var old []*fixtures.PSServer
 	for _, sh := range m.C.Shards() {
 		old = append(old, fixtures.NewPSServer(t, sh.Name, sh.Addr, true, nil, nil))

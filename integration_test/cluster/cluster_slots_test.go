@@ -33,7 +33,7 @@ func TestClusterSlotMatchesServer(t *testing.T) {
 // hash slots is refused before anything is sent (*CrossSlotError naming
 // the slots), inside transactions too; keys with one hash tag work.
 func TestClusterCrossSlotRefused(t *testing.T) {
-	m := fixtures.NewClusterMove(t, 100, ring.Jedis{KeyTags: true})
+	m := fixtures.NewClusterMove(t, 100, ring.Jedis{KeyTags: true}, nil)
 	for _, k := range []string{"{u1}a", "{u1}b", "x", "y"} {
 		if err := m.C.Set(ctx, k, k, 0).Err(); err != nil {
 			t.Fatal(err)
