@@ -186,8 +186,10 @@
 //
 // Writes made elsewhere (another process, another client) are seen once
 // go-redis applies their invalidation: within its DrainInterval (5 ms by
-// default) on an idle connection, bounded by MaxStaleness when set; the
-// docs/speed.md gives measured figures.
+// default) on an idle connection, bounded by MaxStaleness when set;
+// docs/caching.md gives measured figures, and what go-redis's
+// ClientSideCacheCoalesceMisses (misses fetched on a connection held for
+// them) and autopipelining change at many goroutines.
 //
 // Under change: a key moved in a resharding window (by a command, the
 // migration, or the servers' MIGRATE) is dropped from both owners' caches
