@@ -1,6 +1,7 @@
 package cache_test
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"strconv"
@@ -33,6 +34,8 @@ var apCacheVariants = []apCacheVariant{
 	{name: "blocking", tune: func(*goredis.Options) {}},
 	{name: "fullduplex", tune: func(o *goredis.Options) { o.AutoPipelineOptions.FullDuplex = true }},
 	{name: "coalesce-misses", tune: func(o *goredis.Options) { o.ClientSideCacheCoalesceMisses = true }},
+	{name: "refresh-on-invalidate", tune: func(o *goredis.Options) { o.ClientSideCacheRefreshOnInvalidate = true }},
+	{name: "invalidation-window", tune: func(o *goredis.Options) { o.ClientSideCacheInvalidationBatchWindow = 2 * time.Millisecond }},
 }
 
 // newAPCacheClient is a client over addrs whose shards cache and send every
@@ -147,6 +150,21 @@ var rywWrites = []rywWrite{
 		delete(m, k.y)
 		return err
 	}},
+	{"router-AutoPipeline", func(c *shardedredis.ShardedClient, k rywKeys, m map[string]int, n int) error {
+		ap, err := c.AutoPipelineWithOptions(goredis.DefaultBlockingAutoPipelineOptions()) // not FullDuplex
+		if err != nil {
+			return err
+		}
+		m[k.x], m[k.y] = n, n
+		if err := ap.Set(ctx, k.x, n, 0).Err(); err != nil {
+			return err
+		}
+		return ap.Set(ctx, k.y, n, 0).Err()
+	}},
+	{"GETEX", func(c *shardedredis.ShardedClient, k rywKeys, m map[string]int, _ int) error {
+		got, err := c.GetEx(ctx, k.x, time.Hour).Result()
+		return replaced(m, k.x, got, err)
+	}},
 	{"SET-GET", func(c *shardedredis.ShardedClient, k rywKeys, m map[string]int, n int) error {
 		got, err := c.SetArgs(ctx, k.z, n, goredis.SetArgs{Get: true}).Result()
 		err = replaced(m, k.z, got, err)
@@ -157,7 +175,7 @@ var rywWrites = []rywWrite{
 
 // TestAttackAPCacheConcurrentRYW: with autopipelining (every command in a
 // batch) and caching on both shards, 8 writers each write keys of their
-// own through every shape of write (rywWrites: 300 writes each) and read
+// own through every shape of write (rywWrites: 200 writes each) and read
 // them back at once, with GET and MGET, while 4 readers keep reading every
 // writer's keys (so the cache holds them and fetches race the writes). No
 // read may return anything but the writer's own last write.
@@ -167,7 +185,7 @@ func TestAttackAPCacheConcurrentRYW(t *testing.T) {
 		t.Run(v.name, func(t *testing.T) {
 			fixtures.SharedRedis(t, 2) // emptied
 			c := newAPCacheClient(t, v, nil, addrsOf(procs)...)
-			const writers, readers, rounds = 8, 4, 300
+			const writers, readers, rounds = 8, 4, 200
 			keys := writerKeys(c, "ryw-ap:", writers)
 			hits0 := fixtures.CacheHits(c)
 			var wrong atomic.Int64
@@ -178,7 +196,7 @@ func TestAttackAPCacheConcurrentRYW(t *testing.T) {
 				rg.Go(func() {
 					rng := rand.New(rand.NewPCG(uint64(r), 1))
 					for !stop.Load() {
-						k := keys[rng.IntN(writers)]
+						k := keys[(r+rng.IntN(2)*readers)%writers]
 						c.Get(ctx, k.x)
 						c.MGet(ctx, k.x, k.y, k.z)
 						c.Get(ctx, k.y)
@@ -199,7 +217,7 @@ func TestAttackAPCacheConcurrentRYW(t *testing.T) {
 							report("round %d %s: %v", r, shape.name, err)
 							return
 						}
-						for _, key := range []string{k.x, k.y, k.z} {
+						for _, key := range []string{k.x, k.y, k.z, k.x, k.y, k.z} {
 							got, err := c.Get(ctx, key).Result()
 							if err := replaced(model, key, got, err); err != nil {
 								report("round %d after %s: GET: %v", r, shape.name, err)
@@ -216,7 +234,7 @@ func TestAttackAPCacheConcurrentRYW(t *testing.T) {
 			stop.Store(true)
 			rg.Wait()
 			if n := wrong.Load(); n != 0 {
-				t.Errorf("%d reads of %d after a writer's own acknowledged write returned another value", n, writers*rounds*4)
+				t.Errorf("%d reads of %d after a writer's own acknowledged write returned another value", n, writers*rounds*7)
 			}
 			if hits := fixtures.CacheHits(c) - hits0; hits == 0 {
 				t.Errorf("no cache hit: the keys were never cached, the test measured nothing")
@@ -572,5 +590,83 @@ func dyingWriter(t *testing.T, c *shardedredis.ShardedClient, k rywKeys, phase *
 			}
 		}
 		rounds[min(p, 2)].Add(1)
+	}
+}
+
+// batchCounter counts the commands named name of a shard client that ran
+// alone and those that ran in a pipeline of two or more (an engine's batch).
+type batchCounter struct {
+	name           string
+	alone, batched atomic.Int64
+}
+
+func (h *batchCounter) DialHook(next goredis.DialHook) goredis.DialHook { return next }
+
+func (h *batchCounter) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
+	return func(ctx context.Context, cmd goredis.Cmder) error {
+		if cmd.Name() == h.name {
+			h.alone.Add(1)
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (h *batchCounter) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []goredis.Cmder) error {
+		for _, cmd := range cmds {
+			switch {
+			case cmd.Name() != h.name:
+			case len(cmds) > 1:
+				h.batched.Add(1)
+			default:
+				h.alone.Add(1)
+			}
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// TestAttackAPCacheUncachedReadsBatch: on a shard that caches and
+// autopipelines, a read that go-redis's cache never answers (TTL: not on
+// go-redis's list of cacheable commands) gains nothing from the plain path
+// and should batch as on a shard that does not cache: 64 goroutines' 3,200
+// TTLs on one shard, AutoPipelineFrom 1, ride the engine's batches (some
+// batch of two or more) on both shards. FINDING: on the caching shard all
+// 3,200 run alone (cachedRead diverts every command that reads keys and
+// writes none, commands.Info.ReadsOnly, not only those go-redis caches).
+func TestAttackAPCacheUncachedReadsBatch(t *testing.T) {
+	procs := fixtures.SharedRedis(t, 2)
+	for _, cached := range []bool{false, true} {
+		t.Run(fmt.Sprintf("cached=%v", cached), func(t *testing.T) {
+			o := fixtures.CachedOptions()
+			if !cached {
+				o.ClientSideCacheConfig = nil
+			}
+			opt := fixtures.WithAP(&shardedredis.ShardedOptions{Shards: fixtures.ShardsAt(addrsOf(procs)...), Options: o})
+			c, err := shardedredis.NewShardedClient(opt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			keys := oneShardKeys(c, "ttl-batch:", 3200)
+			h := &batchCounter{name: "ttl"}
+			c.GetShard(keys[0]).AddHook(h)
+			var wg sync.WaitGroup
+			for g := range 64 {
+				wg.Go(func() {
+					for _, k := range keys[g*50 : (g+1)*50] {
+						if got, err := c.TTL(ctx, k).Result(); err != nil || got != -2*time.Nanosecond {
+							t.Errorf("TTL %s = %v, %v; want -2ns (no key)", k, got, err)
+						}
+					}
+				})
+			}
+			wg.Wait()
+			alone, batched := h.alone.Load(), h.batched.Load()
+			t.Logf("3,200 TTLs: %d alone, %d in batches", alone, batched)
+			if alone+batched != 3200 || batched == 0 {
+				t.Errorf("3,200 TTLs from 64 goroutines: %d ran alone, %d in batches; want 3,200 in all, some in batches", alone, batched)
+			}
+		})
 	}
 }
