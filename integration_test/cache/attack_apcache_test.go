@@ -670,3 +670,61 @@ func TestAttackAPCacheUncachedReadsBatch(t *testing.T) {
 		})
 	}
 }
+
+// TestAttackAPCacheCloseWithHungShard: Close while one shard is hung
+// (SIGSTOP) and 16 goroutines write and read back cached keys through
+// batches: Close returns no error, every goroutine returns (each GET
+// returning an error or its goroutine's last acknowledged write), every
+// command after Close fails, and no goroutine outlives the test (goleak
+// in TestMain; the server continues before the cleanup kills it).
+func TestAttackAPCacheCloseWithHungShard(t *testing.T) {
+	bin := fixtures.RealRedisBin(t)
+	for _, v := range apCacheVariants[:3] {
+		t.Run(v.name, func(t *testing.T) {
+			procs := []*fixtures.RedisProc{fixtures.StartRedisProc(t, bin, ""), fixtures.StartRedisProc(t, bin, "")}
+			c := newAPCacheClient(t, v, fixtures.FailShard("").Options, addrsOf(procs)...)
+			keys := writerKeys(c, "ap-close-hung:", 16)
+			for _, k := range keys {
+				for _, key := range []string{k.x, k.y} {
+					if err := c.Set(ctx, key, -1, 0).Err(); err != nil {
+						t.Fatal(err)
+					}
+					if err := c.Get(ctx, key).Err(); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			procs[1].Signal(t, syscall.SIGSTOP)
+			var started, wrong atomic.Int64
+			var wg sync.WaitGroup
+			for g := range keys {
+				wg.Go(func() {
+					started.Add(1)
+					for i := 0; ; i++ {
+						key := []string{keys[g].x, keys[g].y}[i%2]
+						if c.Set(ctx, key, i, 0).Err() != nil {
+							return
+						}
+						if got, err := c.Get(ctx, key).Int(); err == nil && got != i {
+							wrong.Add(1)
+						}
+					}
+				})
+			}
+			for started.Load() < int64(len(keys)) {
+				time.Sleep(time.Millisecond)
+			}
+			if err := c.Close(); err != nil {
+				t.Errorf("Close: %v", err)
+			}
+			wg.Wait()
+			procs[1].Signal(t, syscall.SIGCONT)
+			if n := wrong.Load(); n != 0 {
+				t.Errorf("%d GETs returned another value than their goroutine's write", n)
+			}
+			if err := c.Get(ctx, keys[0].x).Err(); err == nil {
+				t.Errorf("GET after Close: no error")
+			}
+		})
+	}
+}
