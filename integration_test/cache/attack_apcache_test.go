@@ -504,7 +504,7 @@ func TestAttackAPCacheShardDies(t *testing.T) {
 					procs[1].Signal(t, syscall.SIGSTOP)
 				}
 				phase.Store(1)
-				waitRounds(1, 40)
+				waitRounds(1, 16)
 				if how == "hang" {
 					procs[1].Signal(t, syscall.SIGCONT)
 				}
@@ -724,6 +724,77 @@ func TestAttackAPCacheCloseWithHungShard(t *testing.T) {
 			}
 			if err := c.Get(ctx, keys[0].x).Err(); err == nil {
 				t.Errorf("GET after Close: no error")
+			}
+		})
+	}
+}
+
+// TestAttackAPCacheFlushDBRYW: with autopipelining and caching, one writer
+// sets 16 keys on both shards (MSET split), reads them back, empties the
+// shards (FLUSHDB) and reads them back as missing, 100 rounds, while 6
+// readers keep reading the keys (their fetches race the flush). Every read
+// of the writer returns its round's value, then redis.Nil.
+func TestAttackAPCacheFlushDBRYW(t *testing.T) {
+	procs := fixtures.SharedRedis(t, 2)
+	for _, v := range apCacheVariants[:3] {
+		t.Run(v.name, func(t *testing.T) {
+			c := newAPCacheClient(t, v, nil, addrsOf(procs)...)
+			keys := make([]string, 16)
+			for i := range keys {
+				keys[i] = "ap-flush:" + strconv.Itoa(i)
+			}
+			var stop atomic.Bool
+			var rg sync.WaitGroup
+			for r := range 6 {
+				rg.Go(func() {
+					for i := r; !stop.Load(); i++ {
+						c.Get(ctx, keys[i%len(keys)])
+						c.MGet(ctx, keys[i%len(keys)], keys[(i+1)%len(keys)])
+					}
+				})
+			}
+			wrong := 0
+			check := func(round int, want string, got any, err error, what string) {
+				if s, _ := got.(string); err != nil && err != goredis.Nil || want == "" && got != nil || want != "" && s != want {
+					wrong++
+					if wrong == 1 {
+						t.Errorf("round %d: %s = %v, %v; want %q (empty: missing)", round, what, got, err, want)
+					}
+				}
+			}
+			for r := range 100 {
+				val := strconv.Itoa(r)
+				var kv []any
+				for _, k := range keys {
+					kv = append(kv, k, val)
+				}
+				if err := c.MSet(ctx, kv...).Err(); err != nil {
+					t.Fatal(err)
+				}
+				for _, want := range []string{val, ""} {
+					for _, k := range keys {
+						got, err := c.Get(ctx, k).Result()
+						if err == goredis.Nil {
+							check(r, want, nil, nil, "GET "+k)
+						} else {
+							check(r, want, got, err, "GET "+k)
+						}
+					}
+					vals, err := c.MGet(ctx, keys...).Result()
+					for i := range vals {
+						check(r, want, vals[i], err, "MGET[..."+keys[i]+"...]")
+					}
+					if want != "" {
+						if err := c.FlushDB(ctx).Err(); err != nil {
+							t.Fatal(err)
+						}
+					}
+				}
+			}
+			stop.Store(true)
+			rg.Wait()
+			if wrong != 0 {
+				t.Errorf("%d of %d reads after the writer's MSET or FLUSHDB returned another value", wrong, 100*2*2*len(keys))
 			}
 		})
 	}
