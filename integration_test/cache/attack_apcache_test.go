@@ -799,3 +799,73 @@ func TestAttackAPCacheFlushDBRYW(t *testing.T) {
 		})
 	}
 }
+
+// TestAttackAPCacheSetShardsNewClients: SetShards that changes the shards'
+// options (ReadTimeout 1 s, then 2 s, 40 times) gives them new clients,
+// each with a new cache, while 4 writers set keys of their own and read
+// them back at once, and 4 readers keep reading those keys. A write
+// acknowledged by the old client, read back through the new one, must not
+// return the value it replaced (the old client's hook dropped it from the
+// old cache only). Plain and autopipelined.
+func TestAttackAPCacheSetShardsNewClients(t *testing.T) {
+	procs := fixtures.SharedRedis(t, 2)
+	for _, ap := range []bool{false, true} {
+		t.Run(fmt.Sprintf("ap=%v", ap), func(t *testing.T) {
+			var c *shardedredis.ShardedClient
+			if ap {
+				c = newAPCacheClient(t, apCacheVariants[0], nil, addrsOf(procs)...)
+			} else {
+				c = fixtures.NewCachedClient(t, addrsOf(procs)...)
+			}
+			keys := writerKeys(c, "ap-setshards:", 4)
+			var stop atomic.Bool
+			var stale, reads atomic.Int64
+			var first sync.Once
+			var wg sync.WaitGroup
+			for r := range 4 {
+				wg.Go(func() {
+					for i := r; !stop.Load(); i++ {
+						k := keys[i%len(keys)]
+						c.Get(ctx, k.x)
+						c.Get(ctx, k.y)
+					}
+				})
+			}
+			for w := range keys {
+				wg.Go(func() {
+					for i := 0; !stop.Load(); i++ {
+						for _, key := range []string{keys[w].x, keys[w].y} {
+							if err := c.Set(ctx, key, i, 0).Err(); err != nil {
+								t.Error(err)
+								return
+							}
+							for range 2 {
+								got, err := c.Get(ctx, key).Int()
+								reads.Add(1)
+								if err != nil || got != i {
+									stale.Add(1)
+									first.Do(func() { t.Errorf("writer %d: GET %s after SET %d = %d, %v", w, key, i, got, err) })
+								}
+							}
+						}
+					}
+				})
+			}
+			for i := range 40 {
+				shards := fixtures.ShardsAt(addrsOf(procs)...)
+				for j := range shards {
+					shards[j].Options = &goredis.Options{ReadTimeout: time.Duration(1+i%2) * time.Second}
+				}
+				if err := c.SetShards(shards); err != nil {
+					t.Fatal(err)
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			stop.Store(true)
+			wg.Wait()
+			if n := stale.Load(); n != 0 {
+				t.Errorf("%d of %d reads after the reader's own acknowledged SET returned another value", n, reads.Load())
+			}
+		})
+	}
+}
