@@ -806,7 +806,12 @@ func TestAttackAPCacheFlushDBRYW(t *testing.T) {
 // them back at once, and 4 readers keep reading those keys. A write
 // acknowledged by the old client, read back through the new one, must not
 // return the value it replaced (the old client's hook dropped it from the
-// old cache only). Plain and autopipelined.
+// old cache only). Plain and autopipelined. FINDING: fails in both (a few
+// reads in several hundred, most runs): the read through the new client is
+// a hit on a value that a reader fetched through the new client before the
+// write ran on the server; writeHook dropped the key from the old client's
+// cache only, and the server's invalidation for the new client's
+// connection had not been applied yet.
 func TestAttackAPCacheSetShardsNewClients(t *testing.T) {
 	procs := fixtures.SharedRedis(t, 2)
 	for _, ap := range []bool{false, true} {
@@ -864,7 +869,7 @@ func TestAttackAPCacheSetShardsNewClients(t *testing.T) {
 			stop.Store(true)
 			wg.Wait()
 			if n := stale.Load(); n != 0 {
-				t.Errorf("%d of %d reads after the reader's own acknowledged SET returned another value", n, reads.Load())
+				t.Errorf("%d of %d reads after the writer's own acknowledged SET returned another value", n, reads.Load())
 			}
 		})
 	}
