@@ -801,7 +801,7 @@ func TestAttackAPCacheFlushDBRYW(t *testing.T) {
 }
 
 // TestAttackAPCacheSetShardsNewClients: SetShards that changes the shards'
-// options (ReadTimeout 1 s, then 2 s, 40 times) gives them new clients,
+// options (ReadTimeout 1 s, then 2 s, 100 times) gives them new clients,
 // each with a new cache, while 4 writers set keys of their own and read
 // them back at once, and 4 readers keep reading those keys. A write
 // acknowledged by the old client, read back through the new one, must not
@@ -856,7 +856,7 @@ func TestAttackAPCacheSetShardsNewClients(t *testing.T) {
 					}
 				})
 			}
-			for i := range 40 {
+			for i := range 100 {
 				shards := fixtures.ShardsAt(addrsOf(procs)...)
 				for j := range shards {
 					shards[j].Options = &goredis.Options{ReadTimeout: time.Duration(1+i%2) * time.Second}
