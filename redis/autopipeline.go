@@ -131,28 +131,45 @@ func checkAutoPipeline(opt *goredis.AutoPipelineOptions) error {
 // a plain command.
 func (c *ShardedClient) send(ctx context.Context, client *goredis.Client, cmd goredis.Cmder) error {
 	e := enginesOf(client)
-	if e == nil {
+	if e == nil || cachedRead(client, cmd) {
 		return client.Process(ctx, cmd)
 	}
 	defer e.leave()
-	if !e.enter(c.apFrom.Load()) || cachedRead(client, cmd) {
+	if !e.enter(c.apFrom.Load()) {
 		return client.Process(ctx, cmd)
 	}
 	return e.blocking.Process(ctx, cmd)
 }
 
-// cachedRead reports whether cmd reads keys, and writes none, on a shard
-// client that caches (see cache.go): it takes the plain path, where
-// go-redis answers it from the shard's cache. go-redis's engine consults
-// the cache for a batch of one command only; a command in a larger batch
-// would be sent to the server, its reply not cached. A read that go-redis
-// does not cache runs there as a plain command.
+// cachedRead reports whether cmd is a read that go-redis caches (see
+// cachedNames) on a shard client that caches (see cache.go): it takes the
+// plain path, where go-redis answers it from the shard's cache. go-redis's
+// engine consults the cache for a batch of one command only; a read in a
+// larger batch would go to the server, its reply uncached. Any other
+// command, reads that go-redis never caches included, may join a batch.
 func cachedRead(client *goredis.Client, cmd goredis.Cmder) bool {
-	if cacheOf(client) == nil {
-		return false
-	}
-	info, err := commands.Lookup(cmd.Args())
-	return err == nil && info.ReadsOnly()
+	return cachedNames[cmd.Name()] && cacheOf(client) != nil
+}
+
+// cachedNames are the commands whose replies go-redis caches (csc_commands.go
+// of go-redis v9.23: defaultCacheableCommands). go-redis also leaves out a
+// call that streams its reply and a SORT_RO with BY or GET: such a call
+// takes the plain path here, unbatched but correct.
+var cachedNames = map[string]bool{
+	"get": true, "mget": true, "getbit": true, "getrange": true, "strlen": true, "substr": true,
+	"hget": true, "hgetall": true, "hmget": true, "hkeys": true, "hvals": true, "hlen": true, "hexists": true, "hstrlen": true,
+	"lindex": true, "llen": true, "lpos": true, "lrange": true,
+	"scard": true, "sismember": true, "smembers": true, "smismember": true, "sdiff": true, "sinter": true, "sintercard": true, "sunion": true,
+	"zcard": true, "zcount": true, "zlexcount": true, "zmscore": true, "zrange": true, "zrangebylex": true, "zrangebyscore": true,
+	"zrank": true, "zrevrange": true, "zrevrangebylex": true, "zrevrangebyscore": true, "zrevrank": true, "zscore": true,
+	"zdiff": true, "zinter": true, "zunion": true,
+	"bitcount": true, "bitfield_ro": true, "bitpos": true,
+	"exists": true, "type": true, "sort_ro": true, "lcs": true,
+	"geodist": true, "geohash": true, "geopos": true, "geosearch": true, "georadiusbymember_ro": true, "georadius_ro": true,
+	"xlen": true, "xrange": true, "xrevrange": true,
+	"json.get": true, "json.mget": true, "json.arrindex": true, "json.arrlen": true, "json.objkeys": true, "json.objlen": true,
+	"json.resp": true, "json.strlen": true, "json.type": true,
+	"ts.get": true, "ts.info": true, "ts.range": true, "ts.revrange": true,
 }
 
 // sendGroups runs groups[i] on shard i as execGroups does, each group
@@ -175,11 +192,13 @@ func sendGroup(ctx context.Context, v *view, i int, g []goredis.Cmder, from int6
 		return
 	}
 	e := enginesOf(v.Client(i))
-	if e != nil {
-		defer e.leave()
+	if e == nil || !batchable(e, v.Client(i), g) {
+		execGroup(ctx, v, i, g)
+		return
 	}
+	defer e.leave()
 	switch {
-	case e == nil || !e.enter(from) || !batchable(e, v.Client(i), g):
+	case !e.enter(from):
 		execGroup(ctx, v, i, g)
 		return
 	case len(g) == 1:

@@ -4,7 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
+	"sync"
+	"sync/atomic"
 
 	goredis "github.com/redis/go-redis/v9"
 
@@ -30,8 +34,11 @@ import (
 //     client keeps a handle on (the shard options' ClientSideCache). One
 //     cache shared by several shards is refused: a key on one server would
 //     answer for the key of the same name on another.
-//   - writeHook, on every shard client that caches, drops from the shard's
-//     cache every key that a command writes, after the server answered and
+//   - writeHook, on every shard client that caches, drops from the caches
+//     of the shard's server (serverCaches: every cache of this process's
+//     shard clients of that server, DB and user, most often one; two while
+//     a change replaces a shard's client and the old one finishes its
+//     commands) every key that a command writes, after the server answered and
 //     before the command returns to its caller: the keys of the command
 //     table's key specifications flagged RW, OW or RM (commands.WrittenKeys),
 //     for single commands, pipelines and transactions alike; all of it for
@@ -113,10 +120,86 @@ func cacheOf(c *goredis.Client) goredis.Cache {
 	return nil
 }
 
-// addWriteHook adds a writeHook to c when it caches.
+// addWriteHook adds a writeHook to c when it caches, its cache counted
+// among its server's (serverCachesOf) until releaseCache.
 func addWriteHook(c *goredis.Client) {
 	if cache := cacheOf(c); cache != nil {
-		c.AddHook(writeHook{cache: cache, prefix: cacheKeyPrefix(c.Options())})
+		caches := serverCachesOf(c.Options())
+		caches.add(cache)
+		c.AddHook(writeHook{caches: caches, prefix: cacheKeyPrefix(c.Options())})
+	}
+}
+
+// releaseCache counts the cache of c, a shard client that closed, out of
+// its server's.
+func releaseCache(c *goredis.Client) {
+	if cache := cacheOf(c); cache != nil {
+		serverCachesOf(c.Options()).remove(cache)
+	}
+}
+
+// serverCaches are the caches of this process's shard clients of one
+// server, DB and user: those of every sharded client and, during a change,
+// those of a shard's old client, still finishing the commands of an older
+// view, and of its new one (SetShards with new options, a fleet's next
+// epoch), each with a cache of its own. A write through any of them drops
+// the keys it writes from all of them: a read through the new client may
+// have cached, from the server, the value that a write through the old one
+// then replaced.
+type serverCaches struct {
+	mu   sync.Mutex
+	refs map[goredis.Cache]int // the clients holding each cache
+	// all is the caches of refs, read without the lock.
+	all atomic.Pointer[[]goredis.Cache]
+}
+
+// cachesByServer holds the serverCaches of each server, DB and user (see
+// serverCachesOf).
+var cachesByServer sync.Map
+
+// serverCachesOf returns the serverCaches of the server, DB and user of o:
+// the host resolved (resolveServer), so that "localhost:6379" and
+// "127.0.0.1:6379" share theirs.
+func serverCachesOf(o *goredis.Options) *serverCaches {
+	addr := o.Addr
+	if srv, ok := resolveServer(addr); ok && o.Network != "unix" {
+		addr = srv
+	}
+	key := o.Network + " " + addr + " " + cacheKeyPrefix(o)
+	caches, _ := cachesByServer.LoadOrStore(key, &serverCaches{})
+	return caches.(*serverCaches)
+}
+
+func (s *serverCaches) add(cache goredis.Cache) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.refs == nil {
+		s.refs = map[goredis.Cache]int{}
+	}
+	s.refs[cache]++
+	s.publish()
+}
+
+func (s *serverCaches) remove(cache goredis.Cache) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.refs[cache]--; s.refs[cache] <= 0 {
+		delete(s.refs, cache)
+	}
+	s.publish()
+}
+
+func (s *serverCaches) publish() {
+	all := slices.Collect(maps.Keys(s.refs))
+	s.all.Store(&all)
+}
+
+// each calls f with every cache of the server.
+func (s *serverCaches) each(f func(goredis.Cache)) {
+	if all := s.all.Load(); all != nil {
+		for _, cache := range *all {
+			f(cache)
+		}
 	}
 }
 
@@ -128,10 +211,10 @@ func cacheKeyPrefix(o *goredis.Options) string {
 	return strconv.Itoa(o.DB) + "\x00" + strconv.Itoa(len(o.Username)) + ":" + o.Username + "\x00"
 }
 
-// writeHook drops, from a shard client's cache, the keys that its commands
-// write, once they have run (see the top of this file).
+// writeHook drops, from the caches of a shard client's server, the keys
+// that its commands write, once they have run (see the top of this file).
 type writeHook struct {
-	cache  goredis.Cache
+	caches *serverCaches
 	prefix string
 }
 
@@ -167,24 +250,26 @@ func (h writeHook) drop(cmd goredis.Cmder) {
 	case err != nil:
 		return
 	case info.Name == "flushdb" || info.Name == "flushall":
-		h.cache.Flush()
+		h.caches.each(func(cache goredis.Cache) { cache.Flush() })
 		return
 	case !info.Writes():
 		return
 	}
 	_ = info.WrittenKeys(args, func(pos int) {
 		if key, ok := commands.Arg(args[pos]); ok {
-			h.cache.DeleteByRedisKey(h.prefix + key)
+			h.caches.each(func(cache goredis.Cache) { cache.DeleteByRedisKey(h.prefix + key) })
 		}
 	})
 }
 
-// dropKeys drops the moving keys from the caches of both their owners.
+// dropKeys drops the moving keys from the caches of both their owners'
+// servers.
 func dropKeys(v *view, keys []shardcore.MovingKey) {
 	for _, k := range keys {
 		for _, i := range [2]int{k.From, k.To} {
-			if cache := cacheOf(v.Client(i)); cache != nil {
-				cache.DeleteByRedisKey(cacheKeyPrefix(v.Client(i).Options()) + k.Key)
+			if c := v.Client(i); cacheOf(c) != nil {
+				key := cacheKeyPrefix(c.Options()) + k.Key
+				serverCachesOf(c.Options()).each(func(cache goredis.Cache) { cache.DeleteByRedisKey(key) })
 			}
 		}
 	}

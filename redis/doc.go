@@ -130,9 +130,9 @@
 // and the resharding window's moves keep their plain paths, and a
 // pipeline's group that holds a blocking command runs as a plain pipeline,
 // in order. On a shard that also caches (see Client-side caching below), a
-// command that reads keys and writes none keeps the plain path too, where
-// go-redis answers it from the cache: go-redis's engine consults the cache
-// for a batch of one command only.
+// read that go-redis caches (GET, MGET, HGET, ...) keeps the plain path
+// too, where go-redis answers it from the cache: go-redis's engine consults
+// the cache for a batch of one command only.
 //
 // Routing, refusals, merging, errors naming the shard, health, resharding
 // barriers and moves are the same, since they happen before a command reaches

@@ -318,13 +318,6 @@ func (c *Info) Writes() bool {
 	return false
 }
 
-// ReadsOnly reports whether the command reads keys of the keyspace and
-// writes none (GET, MGET, HGETALL, EVAL_RO, ...): what a client-side cache
-// may answer.
-func (c *Info) ReadsOnly() bool {
-	return len(c.specs) > 0 && !c.Writes() && !c.Channels()
-}
-
 // storeDest calls f with the position of the argument after each STORE of
 // a SORT: its destination, the one key SORT writes. It accepts the BY and
 // GET patterns that sortKeys refuses (SORT sends them as is over one

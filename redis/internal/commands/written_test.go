@@ -74,22 +74,3 @@ func TestWrittenKeys(t *testing.T) {
 		}
 	}
 }
-
-// TestReadsOnly: the commands that a client-side cache may answer read keys
-// and write none; a write, a command without keys and one whose "keys" are
-// channels are not.
-func TestReadsOnly(t *testing.T) {
-	for name, want := range map[string]bool{
-		"get": true, "mget": true, "hgetall": true, "zrange": true, "exists": true, "eval_ro": true, "sort_ro": true,
-		"set": false, "getdel": false, "getex": false, "del": false, "sort": false, "eval": false,
-		"ping": false, "dbsize": false, "publish": false, "spublish": false,
-	} {
-		info, err := Lookup([]any{name})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := info.ReadsOnly(); got != want {
-			t.Errorf("%s: ReadsOnly() = %v, want %v", name, got, want)
-		}
-	}
-}
