@@ -291,6 +291,39 @@ func TestCacheAutoPipelinedHits(t *testing.T) {
 	}
 }
 
+// TestCacheReadYourWritesAcrossClients: two sharded clients of one process
+// over the same servers each cache; once one has acknowledged a write, the
+// other no longer returns the value it replaced (a write drops its keys
+// from every cache the process holds for the server).
+func TestCacheReadYourWritesAcrossClients(t *testing.T) {
+	procs := fixtures.SharedRedis(t, 2)
+	a, b := fixtures.NewCachedClient(t, addrsOf(procs)...), fixtures.NewCachedClient(t, addrsOf(procs)...)
+	keys := twoShardKeys(t, a, "across:")
+	stale := 0
+	for r := range cacheRounds {
+		old, val := "old-"+strconv.Itoa(r), "new-"+strconv.Itoa(r)
+		for _, k := range keys {
+			if err := a.Set(ctx, k, old, 0).Err(); err != nil {
+				t.Fatal(err)
+			}
+			for hit := fixtures.CacheHits(b); fixtures.CacheHits(b) == hit; {
+				if got, err := b.Get(ctx, k).Result(); err != nil || got != old {
+					t.Fatalf("round %d: GET %s through the other client = %q, %v; want %q", r, k, got, err, old)
+				}
+			}
+			if err := a.Set(ctx, k, val, 0).Err(); err != nil {
+				t.Fatal(err)
+			}
+			if got, err := b.Get(ctx, k).Result(); err != nil || got != val {
+				stale++
+			}
+		}
+	}
+	if stale != 0 {
+		t.Errorf("%d of %d reads through the other client after an acknowledged write returned the replaced value", stale, cacheRounds*len(keys))
+	}
+}
+
 // TestCacheStaleWithoutTheHook is the control of TestCacheReadYourWrites:
 // go-redis's own client, with the same cache, returns replaced values after
 // its own writes (its invalidations come asynchronously), so the test above
