@@ -172,7 +172,8 @@
 // exports them).
 //
 // Read-your-writes: once a command that writes a key has returned, no read
-// of that key through this client returns the value the write replaced.
+// of that key through this client (or another ShardedClient of the process)
+// returns the value the write replaced.
 // The keys a command writes are those of Redis's key specifications
 // flagged RW, OW or RM (and a module's "write" commands, SORT's STORE, the
 // declared keys of EVAL and FCALL): single-key commands, split MSET and
