@@ -148,7 +148,7 @@ func (c *ShardedClient) send(ctx context.Context, client *goredis.Client, cmd go
 // larger batch would go to the server, its reply uncached. Any other
 // command, reads that go-redis never caches included, may join a batch.
 func cachedRead(client *goredis.Client, cmd goredis.Cmder) bool {
-	return cachedNames[cmd.Name()] && cacheOf(client) != nil
+	return cacheOf(client) != nil && cachedNames[cmd.Name()]
 }
 
 // cachedNames are the commands whose replies go-redis caches (csc_commands.go

@@ -63,3 +63,45 @@ func TestCacheUnreachableRefused(t *testing.T) {
 		t.Errorf("NewShardedClientFromClients = %v, want errUnreachableCache naming shard 0", err)
 	}
 }
+
+// TestServerCachesCountsClients: a server's caches are counted per client
+// that holds them (one cache may serve a shard's old and new clients), and
+// a server, DB or user of its own has caches of its own.
+func TestServerCachesCountsClients(t *testing.T) {
+	o := &goredis.Options{Addr: "127.0.0.1:7", Protocol: 3}
+	s := serverCachesOf(o)
+	if serverCachesOf(&goredis.Options{Addr: "127.0.0.1:7", Protocol: 3, ClientName: "epoch-2"}) != s {
+		t.Fatal("a client of the same server, DB and user has caches of its own")
+	}
+	for _, other := range []*goredis.Options{{Addr: "127.0.0.1:8"}, {Addr: "127.0.0.1:7", DB: 1}, {Addr: "127.0.0.1:7", Username: "u"}} {
+		if serverCachesOf(other) == s {
+			t.Fatalf("%s DB %d user %q shares the caches of 127.0.0.1:7 DB 0", other.Addr, other.DB, other.Username)
+		}
+	}
+	a, b := goredis.NewLocalCache(goredis.CacheConfig{}), goredis.NewLocalCache(goredis.CacheConfig{})
+	count := func() (n map[goredis.Cache]bool) {
+		n = map[goredis.Cache]bool{}
+		s.each(func(c goredis.Cache) { n[c] = true })
+		return n
+	}
+	for _, step := range []struct {
+		op        func(goredis.Cache)
+		cache     goredis.Cache
+		wantA     bool
+		wantB     bool
+		wantTotal int
+	}{
+		{s.add, a, true, false, 1},
+		{s.add, a, true, false, 1},
+		{s.add, b, true, true, 2},
+		{s.remove, a, true, true, 2}, // a's other client still holds it
+		{s.remove, a, false, true, 1},
+		{s.remove, b, false, false, 0},
+	} {
+		step.op(step.cache)
+		got := count()
+		if got[a] != step.wantA || got[b] != step.wantB || len(got) != step.wantTotal {
+			t.Fatalf("caches %v; want a %v, b %v, %d in all", got, step.wantA, step.wantB, step.wantTotal)
+		}
+	}
+}

@@ -600,10 +600,18 @@ func NewShardedClientFromClients(shards []Shard, p ring.Preset) (*ShardedClient,
 		}
 		shardClient(shards[i].Client)
 	}
-	if err := sharedCacheErr(shards); err != nil {
+	var c *ShardedClient
+	err := sharedCacheErr(shards)
+	if err == nil {
+		c, err = newShardedClient(shards, Health{}, p)
+	}
+	if err != nil {
+		for _, sh := range shards {
+			releaseCache(sh.Client) // the caller keeps its clients
+		}
 		return nil, err
 	}
-	return newShardedClient(shards, Health{}, p)
+	return c, nil
 }
 
 func newShardedClient(shards []Shard, h Health, p ring.Preset) (*ShardedClient, error) {
