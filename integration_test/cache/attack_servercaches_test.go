@@ -457,3 +457,47 @@ func TestAttackServerCachesCloseAndFlushRaces(t *testing.T) {
 		t.Errorf("%d reads through the client that stays returned neither its write nor a flushed key", n)
 	}
 }
+
+// TestAttackServerCachesOneCacheTwoServers: one go-redis cache in the
+// clients of two different servers, given to two sharded clients
+// (NewShardedClientFromClients), each of one shard. Within one sharded
+// client that is refused ("share one ClientSideCache"); across two, the
+// key k of server 1, read through the second client, must not answer a
+// read of k through the first (server 0 holds another value). Expected:
+// NewShardedClientFromClients refuses the second client, or each read
+// returns its own server's value.
+func TestAttackServerCachesOneCacheTwoServers(t *testing.T) {
+	procs := fixtures.SharedRedis(t, 2)
+	cache := goredis.NewLocalCache(goredis.CacheConfig{MaxEntries: 1000})
+	var cs [2]*shardedredis.ShardedClient
+	for i, p := range procs {
+		direct := goredis.NewClient(&goredis.Options{Addr: p.Addr})
+		err := direct.Set(ctx, "one-cache", "server-"+strconv.Itoa(i), 0).Err()
+		direct.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		uc := goredis.NewClient(&goredis.Options{Addr: p.Addr, Protocol: 3, ClientSideCache: cache})
+		c, err := shardedredis.NewShardedClientFromClients([]shardedredis.Shard{{Name: "s0", Client: uc}}, nil)
+		if err != nil {
+			uc.Close()
+			t.Logf("the second sharded client with the same cache is refused: %v", err)
+			return
+		}
+		t.Cleanup(func() { c.Close() })
+		cs[i] = c
+	}
+	wrong := 0
+	for r := range 20 {
+		i := r % 2
+		if got, err := cs[i].Get(ctx, "one-cache").Result(); err != nil || got != "server-"+strconv.Itoa(i) {
+			wrong++
+			if wrong == 1 {
+				t.Errorf("read %d: GET one-cache through the client of server %d = %q, %v; want %q", r, i, got, err, "server-"+strconv.Itoa(i))
+			}
+		}
+	}
+	if wrong != 0 {
+		t.Errorf("%d of 20 reads returned the other server's value (one cache shared by two sharded clients of different servers, accepted)", wrong)
+	}
+}
