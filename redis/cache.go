@@ -34,15 +34,15 @@ import (
 //     client keeps a handle on (the shard options' ClientSideCache). One
 //     cache shared by several shards is refused: a key on one server would
 //     answer for the key of the same name on another.
-//   - writeHook, on every shard client that caches, drops from the caches
-//     of the shard's server (serverCaches: every cache of this process's
-//     shard clients of that server, DB and user, most often one; two while
-//     a change replaces a shard's client and the old one finishes its
-//     commands) every key that a command writes, after the server answered and
-//     before the command returns to its caller: the keys of the command
-//     table's key specifications flagged RW, OW or RM (commands.WrittenKeys),
-//     for single commands, pipelines and transactions alike; all of it for
-//     FLUSHDB and FLUSHALL. The drop is the one that go-redis applies for an
+//   - writeHook, on every shard client, drops from the caches of the
+//     shard's server (serverCaches: every cache of this process's shard
+//     clients of that server, most often one; two while a change replaces a
+//     shard's client and the old one finishes its commands) every key that
+//     a command writes, after the server answered and before the command
+//     returns to its caller: the keys of the command table's key
+//     specifications flagged RW, OW or RM (commands.WrittenKeys), for single
+//     commands, pipelines and transactions alike; all of it for FLUSHDB,
+//     FLUSHALL and SWAPDB. The drop is the one that go-redis applies for an
 //     invalidation (Cache.DeleteByRedisKey), which also drops a fetch in
 //     flight for the key, so that a read sent before the write cannot store
 //     the old value after it. A read that starts after the drop reserves
@@ -120,71 +120,83 @@ func cacheOf(c *goredis.Client) goredis.Cache {
 	return nil
 }
 
-// addWriteHook adds a writeHook to c when it caches, its cache counted
-// among its server's (serverCachesOf) until releaseCache.
+// addWriteHook adds a writeHook to c, and counts its cache, if it has one,
+// among its server's (serverCachesOf) until releaseCache. Every shard
+// client gets the hook: a write through one that does not cache (or
+// another user's, or another DB's) replaces values that the process's
+// caches of the server may hold.
 func addWriteHook(c *goredis.Client) {
+	caches := serverCachesOf(c.Options())
 	if cache := cacheOf(c); cache != nil {
-		caches := serverCachesOf(c.Options())
-		caches.add(cache)
-		c.AddHook(writeHook{caches: caches, prefix: cacheKeyPrefix(c.Options())})
+		caches.add(serverCache{cache, cacheKeyPrefix(c.Options())})
 	}
+	c.AddHook(writeHook{caches: caches})
 }
 
 // releaseCache counts the cache of c, a shard client that closed, out of
 // its server's.
 func releaseCache(c *goredis.Client) {
 	if cache := cacheOf(c); cache != nil {
-		serverCachesOf(c.Options()).remove(cache)
+		serverCachesOf(c.Options()).remove(serverCache{cache, cacheKeyPrefix(c.Options())})
 	}
 }
 
 // serverCaches are the caches of this process's shard clients of one
-// server, DB and user: those of every sharded client and, during a change,
+// server (all DBs and users: a user's write replaces the value another
+// user's cache holds): those of every sharded client and, during a change,
 // those of a shard's old client, still finishing the commands of an older
 // view, and of its new one (SetShards with new options, a fleet's next
-// epoch), each with a cache of its own. A write through any of them drops
-// the keys it writes from all of them: a read through the new client may
-// have cached, from the server, the value that a write through the old one
-// then replaced.
+// epoch), each with a cache of its own. A write through any client of the
+// server drops the keys it writes from all of them: a read through the new
+// client may have cached, from the server, the value that a write through
+// the old one then replaced.
 type serverCaches struct {
 	mu   sync.Mutex
-	refs map[goredis.Cache]int // the clients holding each cache
+	refs map[serverCache]int // the clients holding each cache
 	// all is the caches of refs, read without the lock.
-	all atomic.Pointer[[]goredis.Cache]
+	all atomic.Pointer[[]serverCache]
 }
 
-// cachesByServer holds the serverCaches of each server, DB and user (see
-// serverCachesOf).
-var cachesByServer sync.Map
+// serverCache is a cache of a server and the prefix of its Redis keys (its
+// client's DB and user: cacheKeyPrefix).
+type serverCache struct {
+	cache  goredis.Cache
+	prefix string
+}
 
-// serverCachesOf returns the serverCaches of the server, DB and user of o:
-// the host resolved (resolveServer), so that "localhost:6379" and
-// "127.0.0.1:6379" share theirs.
+// cachesByServer holds the serverCaches of each server (see
+// serverCachesOf); serverOfCache, the serverCaches that counts each cache.
+var cachesByServer, serverOfCache sync.Map
+
+// serverCachesOf returns the serverCaches of the server of o: the host
+// resolved (resolveServer), so that "localhost:6379" and "127.0.0.1:6379"
+// share theirs.
 func serverCachesOf(o *goredis.Options) *serverCaches {
 	addr := o.Addr
 	if srv, ok := resolveServer(addr); ok && o.Network != "unix" {
 		addr = srv
 	}
-	key := o.Network + " " + addr + " " + cacheKeyPrefix(o)
-	caches, _ := cachesByServer.LoadOrStore(key, &serverCaches{})
+	caches, _ := cachesByServer.LoadOrStore(o.Network+" "+addr, &serverCaches{})
 	return caches.(*serverCaches)
 }
 
-func (s *serverCaches) add(cache goredis.Cache) {
+func (s *serverCaches) add(c serverCache) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.refs == nil {
-		s.refs = map[goredis.Cache]int{}
+		s.refs = map[serverCache]int{}
 	}
-	s.refs[cache]++
+	s.refs[c]++
+	serverOfCache.LoadOrStore(c.cache, s) // the first server keeps it: see cacheOfOtherServer
 	s.publish()
 }
 
-func (s *serverCaches) remove(cache goredis.Cache) {
+func (s *serverCaches) remove(c serverCache) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.refs[cache]--; s.refs[cache] <= 0 {
-		delete(s.refs, cache)
+	if s.refs[c]--; s.refs[c] <= 0 {
+		delete(s.refs, c)
+		serverOfCache.CompareAndDelete(c.cache, s)
 	}
 	s.publish()
 }
@@ -194,13 +206,36 @@ func (s *serverCaches) publish() {
 	s.all.Store(&all)
 }
 
-// each calls f with every cache of the server.
-func (s *serverCaches) each(f func(goredis.Cache)) {
+// caches returns every cache of the server, nil for none.
+func (s *serverCaches) caches() []serverCache {
 	if all := s.all.Load(); all != nil {
-		for _, cache := range *all {
-			f(cache)
+		return *all
+	}
+	return nil
+}
+
+// dropKey drops key from every cache of the server.
+func (s *serverCaches) dropKey(key string) {
+	for _, c := range s.caches() {
+		c.cache.DeleteByRedisKey(c.prefix + key)
+	}
+}
+
+// cacheOfOtherServer returns an error naming the shard of shards whose
+// cache a shard client of another server of this process holds: one key
+// name would share one entry across the two servers.
+func cacheOfOtherServer(shards []Shard) error {
+	for i, sh := range shards {
+		cache := cacheOf(sh.Client)
+		if cache == nil {
+			continue
+		}
+		if s, ok := serverOfCache.Load(cache); ok && s.(*serverCaches) != serverCachesOf(sh.Client.Options()) {
+			return fmt.Errorf("shardedcache: shard %d (%q, %s): its ClientSideCache is the cache of a client of another server; "+
+				"give each server's clients their own cache", i, sh.Name, sh.Addr)
 		}
 	}
+	return nil
 }
 
 // cacheKeyPrefix is the prefix of the Redis keys in a go-redis cache: its
@@ -215,7 +250,6 @@ func cacheKeyPrefix(o *goredis.Options) string {
 // that its commands write, once they have run (see the top of this file).
 type writeHook struct {
 	caches *serverCaches
-	prefix string
 }
 
 func (writeHook) DialHook(next goredis.DialHook) goredis.DialHook { return next }
@@ -241,23 +275,30 @@ func (h writeHook) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis
 	}
 }
 
-// drop removes the keys that cmd writes from the cache: every entry for
-// FLUSHDB and FLUSHALL.
+// drop removes the keys that cmd writes from the caches of the server:
+// every entry for FLUSHDB, FLUSHALL and SWAPDB (whatever their DBs: the
+// caches hold DB 0 only, as go-redis caches nothing else).
 func (h writeHook) drop(cmd goredis.Cmder) {
+	caches := h.caches.caches()
+	if len(caches) == 0 {
+		return
+	}
 	args := cmd.Args()
 	info, err := commands.Lookup(args)
 	switch {
 	case err != nil:
 		return
-	case info.Name == "flushdb" || info.Name == "flushall":
-		h.caches.each(func(cache goredis.Cache) { cache.Flush() })
+	case info.Name == "flushdb" || info.Name == "flushall" || info.Name == "swapdb":
+		for _, c := range caches {
+			c.cache.Flush()
+		}
 		return
 	case !info.Writes():
 		return
 	}
 	_ = info.WrittenKeys(args, func(pos int) {
 		if key, ok := commands.Arg(args[pos]); ok {
-			h.caches.each(func(cache goredis.Cache) { cache.DeleteByRedisKey(h.prefix + key) })
+			h.caches.dropKey(key)
 		}
 	})
 }
@@ -267,10 +308,7 @@ func (h writeHook) drop(cmd goredis.Cmder) {
 func dropKeys(v *view, keys []shardcore.MovingKey) {
 	for _, k := range keys {
 		for _, i := range [2]int{k.From, k.To} {
-			if c := v.Client(i); cacheOf(c) != nil {
-				key := cacheKeyPrefix(c.Options()) + k.Key
-				serverCachesOf(c.Options()).each(func(cache goredis.Cache) { cache.DeleteByRedisKey(key) })
-			}
+			serverCachesOf(v.Client(i).Options()).dropKey(k.Key)
 		}
 	}
 }

@@ -2,6 +2,7 @@ package redis
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -65,43 +66,38 @@ func TestCacheUnreachableRefused(t *testing.T) {
 }
 
 // TestServerCachesCountsClients: a server's caches are counted per client
-// that holds them (one cache may serve a shard's old and new clients), and
-// a server, DB or user of its own has caches of its own.
+// that holds them (one cache may serve a shard's old and new clients); every
+// DB and user of a server shares them (a user's write replaces what another
+// user's cache holds), and another server has its own.
 func TestServerCachesCountsClients(t *testing.T) {
 	o := &goredis.Options{Addr: "127.0.0.1:7", Protocol: 3}
 	s := serverCachesOf(o)
-	if serverCachesOf(&goredis.Options{Addr: "127.0.0.1:7", Protocol: 3, ClientName: "epoch-2"}) != s {
-		t.Fatal("a client of the same server, DB and user has caches of its own")
-	}
-	for _, other := range []*goredis.Options{{Addr: "127.0.0.1:8"}, {Addr: "127.0.0.1:7", DB: 1}, {Addr: "127.0.0.1:7", Username: "u"}} {
-		if serverCachesOf(other) == s {
-			t.Fatalf("%s DB %d user %q shares the caches of 127.0.0.1:7 DB 0", other.Addr, other.DB, other.Username)
+	for _, same := range []*goredis.Options{{Addr: "127.0.0.1:7", ClientName: "epoch-2"}, {Addr: "127.0.0.1:7", DB: 1}, {Addr: "127.0.0.1:7", Username: "u"}} {
+		if serverCachesOf(same) != s {
+			t.Fatalf("DB %d, user %q, name %q of 127.0.0.1:7 has caches of its own", same.DB, same.Username, same.ClientName)
 		}
 	}
-	a, b := goredis.NewLocalCache(goredis.CacheConfig{}), goredis.NewLocalCache(goredis.CacheConfig{})
-	count := func() (n map[goredis.Cache]bool) {
-		n = map[goredis.Cache]bool{}
-		s.each(func(c goredis.Cache) { n[c] = true })
-		return n
+	if serverCachesOf(&goredis.Options{Addr: "127.0.0.1:8"}) == s {
+		t.Fatal("127.0.0.1:8 shares the caches of 127.0.0.1:7")
 	}
+	a := serverCache{goredis.NewLocalCache(goredis.CacheConfig{}), cacheKeyPrefix(o)}
+	b := serverCache{goredis.NewLocalCache(goredis.CacheConfig{}), cacheKeyPrefix(&goredis.Options{Username: "u"})}
 	for _, step := range []struct {
-		op        func(goredis.Cache)
-		cache     goredis.Cache
-		wantA     bool
-		wantB     bool
-		wantTotal int
+		op   func(serverCache)
+		c    serverCache
+		want []serverCache
 	}{
-		{s.add, a, true, false, 1},
-		{s.add, a, true, false, 1},
-		{s.add, b, true, true, 2},
-		{s.remove, a, true, true, 2}, // a's other client still holds it
-		{s.remove, a, false, true, 1},
-		{s.remove, b, false, false, 0},
+		{s.add, a, []serverCache{a}},
+		{s.add, a, []serverCache{a}},
+		{s.add, b, []serverCache{a, b}},
+		{s.remove, a, []serverCache{a, b}}, // a's other client still holds it
+		{s.remove, a, []serverCache{b}},
+		{s.remove, b, nil},
 	} {
-		step.op(step.cache)
-		got := count()
-		if got[a] != step.wantA || got[b] != step.wantB || len(got) != step.wantTotal {
-			t.Fatalf("caches %v; want a %v, b %v, %d in all", got, step.wantA, step.wantB, step.wantTotal)
+		step.op(step.c)
+		got := s.caches()
+		if len(got) != len(step.want) || slices.ContainsFunc(step.want, func(w serverCache) bool { return !slices.Contains(got, w) }) {
+			t.Fatalf("caches %v; want %v", got, step.want)
 		}
 	}
 }

@@ -309,7 +309,7 @@ func (b *builder) shards(opts []ShardOptions, reuse []Shard) ([]Shard, error) {
 		}
 		shards = append(shards, sh)
 	}
-	if err := cmp.Or(sameServer(shards), sharedCacheErr(shards)); err != nil {
+	if err := cmp.Or(sameServer(shards), sharedCacheErr(shards), cacheOfOtherServer(shards)); err != nil {
 		closeClients(shards, reuse)
 		b.prune(reuse)
 		return nil, err
@@ -583,8 +583,11 @@ func redactAddr(addr string) string {
 // from ShardOptions):
 // Close closes them, and a hook of its own is added to each, which marks a
 // server's refusal to set up a connection as the shard's failure. It
-// returns the errors of ring.New and an error naming a shard with a nil
-// client. p is the ring's preset (nil: ring.Jedis{}).
+// returns the errors of ring.New, and an error naming a shard with a nil
+// client, whose cache it cannot reach (caching by ClientSideCacheConfig
+// alone), whose ClientSideCache another shard's client holds too, or a
+// client of another server of the process. p is the ring's preset (nil:
+// ring.Jedis{}).
 func NewShardedClientFromClients(shards []Shard, p ring.Preset) (*ShardedClient, error) {
 	shards = append([]Shard(nil), shards...)
 	for i := range shards {
@@ -598,13 +601,16 @@ func NewShardedClientFromClients(shards []Shard, p ring.Preset) (*ShardedClient,
 			o := shards[i].Client.Options()
 			shards[i].Addr = o.Addr + dbSuffix(o.DB)
 		}
-		shardClient(shards[i].Client)
 	}
-	var c *ShardedClient
-	err := sharedCacheErr(shards)
-	if err == nil {
-		c, err = newShardedClient(shards, Health{}, p)
+	if err := cmp.Or(sharedCacheErr(shards), cacheOfOtherServer(shards)); err != nil {
+		return nil, err
 	}
+	for _, sh := range shards {
+		if sh.Client != nil {
+			shardClient(sh.Client)
+		}
+	}
+	c, err := newShardedClient(shards, Health{}, p)
 	if err != nil {
 		for _, sh := range shards {
 			releaseCache(sh.Client) // the caller keeps its clients
