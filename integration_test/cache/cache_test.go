@@ -213,11 +213,7 @@ func readYourWrites(t *testing.T, c *shardedredis.ShardedClient, shape writeShap
 			if err := c.Set(ctx, k, old, 0).Err(); err != nil {
 				t.Fatal(err)
 			}
-			for hit := fixtures.CacheHits(c); fixtures.CacheHits(c) == hit; {
-				if got, err := c.Get(ctx, k).Result(); err != nil || got != old {
-					t.Fatalf("round %d: GET %s after SET = %q, %v; want %q", r, k, got, err, old)
-				}
-			}
+			fixtures.CacheKey(t, c, k, old)
 		}
 		if err := shape.write(ctx, c, keys, val); err != nil {
 			t.Fatalf("round %d: %v", r, err)
@@ -250,11 +246,7 @@ func TestCacheAutoPipelinedHits(t *testing.T) {
 		if err := c.Set(ctx, keys[i], "v"+strconv.Itoa(i), 0).Err(); err != nil {
 			t.Fatal(err)
 		}
-		for hit := fixtures.CacheHits(c); fixtures.CacheHits(c) == hit; {
-			if err := c.Get(ctx, keys[i]).Err(); err != nil {
-				t.Fatal(err)
-			}
-		}
+		fixtures.CacheKey(t, c, keys[i], "v"+strconv.Itoa(i))
 	}
 	direct := make([]*goredis.Client, len(procs))
 	for i, p := range procs {
@@ -306,11 +298,7 @@ func TestCacheReadYourWritesAcrossClients(t *testing.T) {
 			if err := a.Set(ctx, k, old, 0).Err(); err != nil {
 				t.Fatal(err)
 			}
-			for hit := fixtures.CacheHits(b); fixtures.CacheHits(b) == hit; {
-				if got, err := b.Get(ctx, k).Result(); err != nil || got != old {
-					t.Fatalf("round %d: GET %s through the other client = %q, %v; want %q", r, k, got, err, old)
-				}
-			}
+			fixtures.CacheKey(t, b, k, old)
 			if err := a.Set(ctx, k, val, 0).Err(); err != nil {
 				t.Fatal(err)
 			}
@@ -389,55 +377,69 @@ func TestCacheStats(t *testing.T) {
 // whether a command moves it (through the shard clients), the migration
 // does, or the servers do (MIGRATE). Each key is cached as missing on its
 // shard s1, then placed on s0 by a re-weighting (SetShards, which keeps
-// both clients and caches) and written there, then moved back to s1.
+// both clients and caches) and written there, then moved back to s1. With
+// two sharded clients of the process over the same servers, both in the
+// window, one writes and moves the keys and the other reads them (its
+// cache held their absence on s1).
 func TestCacheMovedKeys(t *testing.T) {
-	for _, how := range []string{"command", "migration", "migration-server-side"} {
-		t.Run(how, func(t *testing.T) {
-			addrs := addrsOf(fixtures.SharedRedis(t, 2))
-			even, heavy := fixtures.ShardsAt(addrs...), fixtures.ShardsAt(addrs...)
-			heavy[0].Weight = 5
-			c := fixtures.NewCachedClient(t, addrs...)
-			keys := movingKeys(t, even, heavy, 50)
-			for _, k := range keys {
-				for hit := fixtures.CacheHits(c); fixtures.CacheHits(c) == hit; {
-					if err := c.Get(ctx, k).Err(); err != goredis.Nil {
-						t.Fatalf("GET %s = %v, want redis.Nil", k, err)
+	for _, clients := range []int{1, 2} {
+		for _, how := range []string{"command", "migration", "migration-server-side"} {
+			t.Run(how+"/clients="+strconv.Itoa(clients), func(t *testing.T) {
+				addrs := addrsOf(fixtures.SharedRedis(t, 2))
+				even, heavy := fixtures.ShardsAt(addrs...), fixtures.ShardsAt(addrs...)
+				heavy[0].Weight = 5
+				cs := make([]*shardedredis.ShardedClient, clients)
+				for i := range cs {
+					cs[i] = fixtures.NewCachedClient(t, addrs...)
+				}
+				a, b := cs[0], cs[clients-1] // a writes and moves, b reads
+				keys := movingKeys(t, even, heavy, 50)
+				for _, c := range cs {
+					for _, k := range keys {
+						fixtures.CacheKey(t, c, k, fixtures.NoValue)
+					}
+					if err := c.SetShards(heavy); err != nil {
+						t.Fatal(err)
 					}
 				}
-			}
-			if err := c.SetShards(heavy); err != nil {
-				t.Fatal(err)
-			}
-			for _, k := range keys {
-				if err := c.Set(ctx, k, "v-"+k, 0).Err(); err != nil {
-					t.Fatal(err)
+				for _, k := range keys {
+					if err := a.Set(ctx, k, "v-"+k, 0).Err(); err != nil {
+						t.Fatal(err)
+					}
 				}
-			}
-			if err := c.BeginResharding(even); err != nil {
-				t.Fatal(err)
-			}
-			if how != "command" {
-				m, err := c.NewMigration(shardedredis.MigrateOptions{ServerSide: how == "migration-server-side", KeepWindow: true})
-				if err != nil {
-					t.Fatal(err)
+				for _, c := range cs {
+					if err := c.BeginResharding(even); err != nil {
+						t.Fatal(err)
+					}
 				}
-				if err := m.Run(ctx); err != nil {
-					t.Fatal(err)
+				if how == "command" {
+					for _, k := range keys {
+						if got, err := a.Get(ctx, k).Result(); err != nil || got != "v-"+k {
+							t.Fatalf("GET %s through the writer = %q, %v; want %q", k, got, err, "v-"+k)
+						}
+					}
+				} else {
+					m, err := a.NewMigration(shardedredis.MigrateOptions{ServerSide: how == "migration-server-side", KeepWindow: true})
+					if err != nil {
+						t.Fatal(err)
+					}
+					if err := m.Run(ctx); err != nil {
+						t.Fatal(err)
+					}
 				}
-			}
-			stale := 0
-			for _, k := range keys {
-				switch got, err := c.Get(ctx, k).Result(); {
-				case err == goredis.Nil:
-					stale++
-				case err != nil || got != "v-"+k:
-					t.Fatalf("GET %s = %q, %v; want %q", k, got, err, "v-"+k)
+				wrong := 0
+				for _, k := range keys {
+					if got, err := b.Get(ctx, k).Result(); err != nil || got != "v-"+k {
+						if wrong++; wrong == 1 {
+							t.Errorf("GET %s = %q, %v; want %q", k, got, err, "v-"+k)
+						}
+					}
 				}
-			}
-			if stale != 0 {
-				t.Errorf("%d of %d moved keys read as missing (the new owner's cached absence)", stale, len(keys))
-			}
-		})
+				if wrong != 0 {
+					t.Errorf("%d of %d moved keys read otherwise (a cached absence)", wrong, len(keys))
+				}
+			})
+		}
 	}
 }
 
@@ -564,11 +566,7 @@ func TestCacheEjectRejoin(t *testing.T) {
 	keys := twoShardKeys(t, c, "eject:")
 	for _, k := range keys {
 		c.Set(ctx, k, "before", 0)
-		for hit := fixtures.CacheHits(c); fixtures.CacheHits(c) == hit; {
-			if got, err := c.Get(ctx, k).Result(); err != nil || got != "before" {
-				t.Fatalf("GET %s = %q, %v", k, got, err)
-			}
-		}
+		fixtures.CacheKey(t, c, k, "before")
 	}
 	fixtures.EjectFor(t, c, direct[1], 1, 300*time.Millisecond, func() {})
 	if got, err := c.Get(ctx, keys[1]).Result(); err != goredis.Nil {

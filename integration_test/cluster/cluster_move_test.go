@@ -291,11 +291,7 @@ func TestClusterMoveCached(t *testing.T) {
 		if err := m.C.Set(ctx, key(i), 0, 0).Err(); err != nil {
 			t.Fatal(err)
 		}
-		for hit := fixtures.CacheHits(m.C); fixtures.CacheHits(m.C) == hit; {
-			if err := m.C.Get(ctx, key(i)).Err(); err != nil {
-				t.Fatal(err)
-			}
-		}
+		fixtures.CacheKey(t, m.C, key(i), "0")
 	}
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
