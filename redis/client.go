@@ -203,8 +203,10 @@ type cmdable = goredis.Cmdable
 // NewShardedClient connects (lazily, as go-redis does) to every shard of opt.
 // It returns an error naming the shard for a missing or unparseable address
 // (a URL's password redacted), an error naming both shards for two shards
-// with the same address and DB, and the errors of ring.New (no shards,
-// negative weight, duplicate name) and of the health policy.
+// with the same address and DB or one ClientSideCache, an error naming the
+// shard whose ClientSideCache a client of another server of the process
+// holds, and the errors of ring.New (no shards, negative weight, duplicate
+// name) and of the health policy.
 func NewShardedClient(opt *ShardedOptions) (*ShardedClient, error) {
 	if opt == nil || len(opt.Shards) == 0 {
 		return nil, errors.New("shardedcache: no shards")
