@@ -34,7 +34,7 @@ import (
 //     client keeps a handle on (the shard options' ClientSideCache). One
 //     cache shared by several shards is refused: a key on one server would
 //     answer for the key of the same name on another.
-//   - writeHook, on every shard client, drops from the caches of the
+//   - shardHook, on every shard client, drops from the caches of the
 //     shard's server (serverCaches: every cache of this process's shard
 //     clients of that server, most often one; two while a change replaces a
 //     shard's client and the old one finishes its commands) every key that
@@ -110,27 +110,30 @@ func reachableCache(c *goredis.Client) error {
 
 // cacheOf returns the go-redis cache of a shard's client, or nil when it
 // does not cache (or is nil: NewShardedClientFromClients refuses it).
+// go-redis caches over RESP3, on DB 0, without a credentials provider
+// (attachCSC of go-redis v9.23); elsewhere it leaves the cache unused.
 func cacheOf(c *goredis.Client) goredis.Cache {
 	if c == nil {
 		return nil
 	}
-	if o := c.Options(); o.Protocol != 2 {
-		return o.ClientSideCache
+	o := c.Options()
+	if o.Protocol == 2 || o.DB != 0 || o.CredentialsProvider != nil || o.CredentialsProviderContext != nil || o.StreamingCredentialsProvider != nil {
+		return nil
 	}
-	return nil
+	return o.ClientSideCache
 }
 
-// addWriteHook adds a writeHook to c, and counts its cache, if it has one,
-// among its server's (serverCachesOf) until releaseCache. Every shard
-// client gets the hook: a write through one that does not cache (or
-// another user's, or another DB's) replaces values that the process's
-// caches of the server may hold.
-func addWriteHook(c *goredis.Client) {
+// serverCachesOfClient returns the serverCaches of shard client c's
+// server, with c's cache, if it has one, counted among them until
+// releaseCache. A write through any shard client (one that does not cache,
+// another user's, another DB's) replaces values that the process's caches
+// of the server may hold: shardHook drops them.
+func serverCachesOfClient(c *goredis.Client) *serverCaches {
 	caches := serverCachesOf(c.Options())
 	if cache := cacheOf(c); cache != nil {
 		caches.add(serverCache{cache, cacheKeyPrefix(c.Options())})
 	}
-	c.AddHook(writeHook{caches: caches})
+	return caches
 }
 
 // releaseCache counts the cache of c, a shard client that closed, out of
@@ -168,15 +171,26 @@ type serverCache struct {
 // serverCachesOf); serverOfCache, the serverCaches that counts each cache.
 var cachesByServer, serverOfCache sync.Map
 
+// anyServer are the caches of the clients whose server the address does
+// not tell: a Unix socket (the server may be one that TCP clients reach
+// too) or a Sentinel group's master (whichever it is now). A write through
+// any client drops its keys from them, and a write through such a client
+// drops its keys from every cache of the process.
+var anyServer = &serverCaches{}
+
 // serverCachesOf returns the serverCaches of the server of o: the host
 // resolved (resolveServer), so that "localhost:6379" and "127.0.0.1:6379"
-// share theirs.
+// share theirs; anyServer for a Unix socket or a Sentinel group (go-redis
+// names the address of a failover client "FailoverClient").
 func serverCachesOf(o *goredis.Options) *serverCaches {
+	if o.Network == "unix" || o.Addr == "FailoverClient" {
+		return anyServer
+	}
 	addr := o.Addr
-	if srv, ok := resolveServer(addr); ok && o.Network != "unix" {
+	if srv, ok := resolveServer(addr); ok {
 		addr = srv
 	}
-	caches, _ := cachesByServer.LoadOrStore(o.Network+" "+addr, &serverCaches{})
+	caches, _ := cachesByServer.LoadOrStore(addr, &serverCaches{})
 	return caches.(*serverCaches)
 }
 
@@ -196,9 +210,22 @@ func (s *serverCaches) remove(c serverCache) {
 	defer s.mu.Unlock()
 	if s.refs[c]--; s.refs[c] <= 0 {
 		delete(s.refs, c)
-		serverOfCache.CompareAndDelete(c.cache, s)
+		if !s.holds(c.cache) {
+			serverOfCache.CompareAndDelete(c.cache, s)
+		}
 	}
 	s.publish()
+}
+
+// holds reports whether a client of the server holds cache (whatever its
+// DB and user); s.mu is held.
+func (s *serverCaches) holds(cache goredis.Cache) bool {
+	for c := range s.refs {
+		if c.cache == cache {
+			return true
+		}
+	}
+	return false
 }
 
 func (s *serverCaches) publish() {
@@ -214,11 +241,37 @@ func (s *serverCaches) caches() []serverCache {
 	return nil
 }
 
-// dropKey drops key from every cache of the server.
+// dropKey drops key from every cache of the server (see each).
 func (s *serverCaches) dropKey(key string) {
-	for _, c := range s.caches() {
-		c.cache.DeleteByRedisKey(c.prefix + key)
+	s.each(func(c serverCache) { c.cache.DeleteByRedisKey(c.prefix + key) })
+}
+
+// each calls f with every cache that a write through a client of the
+// server may leave stale: the server's and anyServer's, or, for anyServer,
+// every cache of the process.
+func (s *serverCaches) each(f func(serverCache)) {
+	if s == anyServer {
+		cachesByServer.Range(func(_, caches any) bool {
+			for _, c := range caches.(*serverCaches).caches() {
+				f(c)
+			}
+			return true
+		})
+	} else {
+		for _, c := range s.caches() {
+			f(c)
+		}
 	}
+	for _, c := range anyServer.caches() {
+		f(c)
+	}
+}
+
+// none reports whether no cache may hold a value that a write through a
+// client of the server replaces: the cheap test before a command's keys
+// are looked at.
+func (s *serverCaches) none() bool {
+	return s != anyServer && len(s.caches()) == 0 && len(anyServer.caches()) == 0
 }
 
 // cacheOfOtherServer returns an error naming the shard of shards whose
@@ -246,41 +299,12 @@ func cacheKeyPrefix(o *goredis.Options) string {
 	return strconv.Itoa(o.DB) + "\x00" + strconv.Itoa(len(o.Username)) + ":" + o.Username + "\x00"
 }
 
-// writeHook drops, from the caches of a shard client's server, the keys
-// that its commands write, once they have run (see the top of this file).
-type writeHook struct {
-	caches *serverCaches
-}
-
-func (writeHook) DialHook(next goredis.DialHook) goredis.DialHook { return next }
-
-func (h writeHook) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
-	return func(ctx context.Context, cmd goredis.Cmder) error {
-		err := next(ctx, cmd)
-		h.drop(cmd)
-		return err
-	}
-}
-
-// ProcessPipelineHook serves pipelines and transactions (MULTI and EXEC
-// write no key). A command that failed is dropped too: a write whose reply
-// was lost may have run.
-func (h writeHook) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []goredis.Cmder) error {
-		err := next(ctx, cmds)
-		for _, cmd := range cmds {
-			h.drop(cmd)
-		}
-		return err
-	}
-}
-
-// drop removes the keys that cmd writes from the caches of the server:
-// every entry for FLUSHDB, FLUSHALL and SWAPDB (whatever their DBs: the
-// caches hold DB 0 only, as go-redis caches nothing else).
-func (h writeHook) drop(cmd goredis.Cmder) {
-	caches := h.caches.caches()
-	if len(caches) == 0 {
+// dropWritten removes the keys that cmd writes from the caches that a
+// write through a client of the server may leave stale (see each): every
+// entry for FLUSHDB, FLUSHALL and SWAPDB (whatever their DBs: the caches
+// hold DB 0 only, as go-redis caches nothing else).
+func (s *serverCaches) dropWritten(cmd goredis.Cmder) {
+	if s.none() {
 		return
 	}
 	args := cmd.Args()
@@ -289,16 +313,14 @@ func (h writeHook) drop(cmd goredis.Cmder) {
 	case err != nil:
 		return
 	case info.Name == "flushdb" || info.Name == "flushall" || info.Name == "swapdb":
-		for _, c := range caches {
-			c.cache.Flush()
-		}
+		s.each(func(c serverCache) { c.cache.Flush() })
 		return
 	case !info.Writes():
 		return
 	}
 	_ = info.WrittenKeys(args, func(pos int) {
 		if key, ok := commands.Arg(args[pos]); ok {
-			h.caches.dropKey(key)
+			s.dropKey(key)
 		}
 	})
 }

@@ -491,10 +491,10 @@ func server(sh Shard) string {
 }
 
 // shardClient prepares a shard's client: a refusal to set up its
-// connections is the shard's failure (see setupHook).
+// connections is the shard's failure, and its writes drop what the
+// process's caches of its server hold of their keys (see shardHook).
 func shardClient(c *goredis.Client) *goredis.Client {
-	c.AddHook(setupHook{})
-	addWriteHook(c)
+	c.AddHook(shardHook{caches: serverCachesOfClient(c)})
 	return c
 }
 
@@ -604,15 +604,18 @@ func NewShardedClientFromClients(shards []Shard, p ring.Preset) (*ShardedClient,
 			shards[i].Addr = o.Addr + dbSuffix(o.DB)
 		}
 	}
-	if err := cmp.Or(sharedCacheErr(shards), cacheOfOtherServer(shards)); err != nil {
-		return nil, err
-	}
 	for _, sh := range shards {
 		if sh.Client != nil {
 			shardClient(sh.Client)
 		}
 	}
-	c, err := newShardedClient(shards, Health{}, p)
+	// Checked once the caches are counted: of two calls at once that give
+	// one cache to clients of two servers, the second is refused.
+	err := cmp.Or(sharedCacheErr(shards), cacheOfOtherServer(shards))
+	var c *ShardedClient
+	if err == nil {
+		c, err = newShardedClient(shards, Health{}, p)
+	}
 	if err != nil {
 		for _, sh := range shards {
 			releaseCache(sh.Client) // the caller keeps its clients

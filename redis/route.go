@@ -390,7 +390,7 @@ func crossShard(v *view, name string, shards []int) error {
 //   - Failed: a failure to reach the server (refused or reset connection,
 //     timeout, TLS handshake, a pool that gave up dialing and returns its
 //     last dial error) or to set up a connection (authentication, SELECT,
-//     CLIENT SETNAME: see setupHook).
+//     CLIENT SETNAME: see shardHook).
 //
 // The caller's cancel or deadline, whatever go-redis made of it (the
 // context's error, or a read timeout cut short by the deadline), is never

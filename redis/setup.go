@@ -9,20 +9,28 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 )
 
-// setupHook is on every shard's client. go-redis sets up each new
-// connection with commands of its own (HELLO, AUTH, SELECT, READONLY,
-// CLIENT SETNAME, CLIENT TRACKING), run through the client's hooks, and when
-// the server refuses one it returns that reply error, bare, for the command
-// that needed the connection: indistinguishable from the command's own
-// reply. The hook marks such a refusal as a *setupError, so that classify
-// counts it as the shard's failure.
-type setupHook struct{}
+// shardHook is on every shard's client. It drops the keys that a command
+// writes from the process's caches of the shard's server once the server
+// answered (serverCaches.dropWritten; see cache.go), a command that failed
+// included (a write whose reply was lost may have run). And it marks a
+// server's refusal to set up a connection as the shard's failure: go-redis
+// sets up each new connection with commands of its own (HELLO, AUTH,
+// SELECT, READONLY, CLIENT SETNAME, CLIENT TRACKING), run through the
+// client's hooks, and when the server refuses one it returns that reply
+// error, bare, for the command that needed the connection:
+// indistinguishable from the command's own reply. The hook marks such a
+// refusal as a *setupError, so that classify counts it as the shard's
+// failure. One hook does both, so that a command pays one hook's call.
+type shardHook struct {
+	caches *serverCaches
+}
 
-func (setupHook) DialHook(next goredis.DialHook) goredis.DialHook { return next }
+func (shardHook) DialHook(next goredis.DialHook) goredis.DialHook { return next }
 
-func (setupHook) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
+func (h shardHook) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
 	return func(ctx context.Context, cmd goredis.Cmder) error {
 		err := next(ctx, cmd)
+		h.caches.dropWritten(cmd)
 		if se := setupFailure(cmd, err); se != nil {
 			return se
 		}
@@ -30,15 +38,19 @@ func (setupHook) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
 	}
 }
 
-// ProcessPipelineHook marks the refusals in a pipeline (go-redis sends
+// ProcessPipelineHook serves pipelines and transactions (MULTI and EXEC
+// write no key). It marks the refusals in a pipeline (go-redis sends
 // SELECT, READONLY and CLIENT SETNAME as one) and then returns the first
 // command error, as go-redis's own pipeline does. A pipeline (or
 // transaction) whose connection could not be set up ran no command, yet
 // go-redis leaves its commands without an error (it gives them transport
 // errors only): they get the setup error.
-func (setupHook) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
+func (h shardHook) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []goredis.Cmder) error {
 		err := next(ctx, cmds)
+		for _, cmd := range cmds {
+			h.caches.dropWritten(cmd)
+		}
 		switch {
 		case err == nil:
 			return nil
