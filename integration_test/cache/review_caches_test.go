@@ -127,3 +127,92 @@ func TestReviewCachesOtherNamesOfServer(t *testing.T) {
 		}
 	})
 }
+
+// cachingShard is a shard of addr and db whose client caches in cache.
+func cachingShard(addr string, db int, cache goredis.Cache) shardedredis.ShardOptions {
+	return shardedredis.ShardOptions{Name: "s0", Addr: addr, Options: &goredis.Options{DB: db, Protocol: 3, ClientSideCache: cache}}
+}
+
+// setOn SETs key to val on the server at addr, through a client of its own.
+func setOn(t *testing.T, addr, key, val string) {
+	t.Helper()
+	c := goredis.NewClient(&goredis.Options{Addr: addr})
+	defer c.Close()
+	if err := c.Set(ctx, key, val, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// wantOtherServerRefusal fails t when c, a client built with a
+// ClientSideCache that held the entries of another server (err: the
+// build's error), was accepted and reads key through it as other than
+// want, the value on c's server. A refusal must name the other server's
+// client.
+func wantOtherServerRefusal(t *testing.T, c *shardedredis.ShardedClient, err error, key, want string) {
+	t.Helper()
+	if err != nil {
+		if !strings.Contains(err.Error(), "another server") {
+			t.Fatalf("refused, but not for the cache of another server: %v", err)
+		}
+		return
+	}
+	defer c.Close()
+	if got, gerr := c.Get(ctx, key).Result(); gerr != nil || got != want {
+		t.Errorf("a ClientSideCache holding another server's entries was accepted; GET %s through it = %q, %v (the server holds %q)", key, got, gerr, want)
+	}
+}
+
+// TestReviewCachesCacheOfOtherServer: one ClientSideCache in sharded
+// clients of two servers X and Y of the process, which docs/caching.md
+// says is refused ("one ClientSideCache shared by several shards, or by
+// clients of two servers in the process, is refused"). X holds k = "x", Y
+// k = "y"; a sharded client of X caches k in cache C; then a sharded
+// client of Y is built with C. Expected: refused, or k read through it is
+// "y".
+//   - "after-close": the client of X closed first. Passes: C is accepted
+//     for Y (its server is forgotten with its last client), and go-redis
+//     dropped X's entry when the tracking connection closed, so GET k = "y".
+//   - "other-db-closed": the client of X stays; another sharded client of
+//     X, DB 1, held C too and closed. FINDING: serverCaches.remove
+//     (redis/cache.go:196-200) forgets C's server (serverOfCache) when the
+//     count of (C, DB 1 prefix) reaches 0, though (C, DB 0 prefix) is
+//     still held: the client of Y is accepted, and GET k through it
+//     returns "x", X's value, from C (X's client and its tracking
+//     connection live on).
+func TestReviewCachesCacheOfOtherServer(t *testing.T) {
+	procs := fixtures.SharedRedis(t, 2)
+	x, y := procs[0].Addr, procs[1].Addr
+	t.Run("after-close", func(t *testing.T) {
+		const key = "other-server-closed"
+		setOn(t, x, key, "x")
+		setOn(t, y, key, "y")
+		cache := goredis.NewLocalCache(goredis.CacheConfig{MaxEntries: 100})
+		onX := shardedOver(t, cachingShard(x, 0, cache))
+		fixtures.CacheKey(t, onX, key, "x")
+		if err := onX.Close(); err != nil {
+			t.Fatal(err)
+		}
+		onY, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: []shardedredis.ShardOptions{cachingShard(y, 0, cache)}})
+		wantOtherServerRefusal(t, onY, err, key, "y")
+	})
+	t.Run("other-db-closed", func(t *testing.T) {
+		const key = "other-server-db"
+		setOn(t, x, key, "x")
+		setOn(t, y, key, "y")
+		cache := goredis.NewLocalCache(goredis.CacheConfig{MaxEntries: 100})
+		onX := shardedOver(t, cachingShard(x, 0, cache))
+		fixtures.CacheKey(t, onX, key, "x")
+		onXDB1, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: []shardedredis.ShardOptions{cachingShard(x, 1, cache)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := onXDB1.Close(); err != nil {
+			t.Fatal(err)
+		}
+		onY, err := shardedredis.NewShardedClient(&shardedredis.ShardedOptions{Shards: []shardedredis.ShardOptions{cachingShard(y, 0, cache)}})
+		wantOtherServerRefusal(t, onY, err, key, "y")
+		if got, err := onX.Get(ctx, key).Result(); err != nil || got != "x" {
+			t.Errorf("GET %s through the client of X = %q, %v; want \"x\"", key, got, err)
+		}
+	})
+}
