@@ -216,3 +216,58 @@ func TestReviewCachesCacheOfOtherServer(t *testing.T) {
 		}
 	})
 }
+
+// TestReviewCachesRawClientWrites: writes through the raw clients of
+// another sharded client of the process (GetShard, Shards) in the forms a
+// user reaches for around the sharded client's refusals: a MULTI/EXEC
+// pipeline, WATCH with a transaction, a script that declares its key, a
+// plain Do. Expected: each drops its key from the cache of a sharded client
+// of the same server (a planted entry, see plant), for a writer whose
+// shard caches and for one whose shard does not.
+func TestReviewCachesRawClientWrites(t *testing.T) {
+	addr := fixtures.SharedRedis(t, 1)[0].Addr
+	_, cache := fromUser(t, addr, 0)
+	writers := map[string]*shardedredis.ShardedClient{
+		"caching":     fixtures.NewCachedClient(t, addr),
+		"not-caching": shardedOver(t, shardedredis.ShardOptions{Name: "s0", Addr: addr}),
+	}
+	writes := []struct {
+		name  string
+		write func(c *shardedredis.ShardedClient, key string) error
+	}{
+		{"GetShard-TxPipelined", func(c *shardedredis.ShardedClient, key string) error {
+			_, err := c.GetShard(key).TxPipelined(ctx, func(p goredis.Pipeliner) error { return p.Set(ctx, key, "v", 0).Err() })
+			return err
+		}},
+		{"Shards-Watch-tx", func(c *shardedredis.ShardedClient, key string) error {
+			return c.Shards()[0].Client.Watch(ctx, func(tx *goredis.Tx) error {
+				_, err := tx.TxPipelined(ctx, func(p goredis.Pipeliner) error { return p.Incr(ctx, key).Err() })
+				return err
+			}, key)
+		}},
+		{"GetShard-Eval", func(c *shardedredis.ShardedClient, key string) error {
+			return fixtures.IgnoreNil(c.GetShard(key).Eval(ctx, "return redis.call('SET', KEYS[1], 'v')", []string{key}).Err())
+		}},
+		{"GetShard-Do-UNLINK", func(c *shardedredis.ShardedClient, key string) error {
+			return c.GetShard(key).Do(ctx, "UNLINK", key).Err()
+		}},
+		{"sharded-TxPipelined", func(c *shardedredis.ShardedClient, key string) error {
+			_, err := c.TxPipelined(ctx, func(p goredis.Pipeliner) error { return p.Append(ctx, key, "v").Err() })
+			return err
+		}},
+	}
+	for name, c := range writers {
+		for _, w := range writes {
+			t.Run(name+"/"+w.name, func(t *testing.T) {
+				key := "raw-" + name + "-" + w.name
+				p := plant(t, cache, 0, key)
+				if err := w.write(c, key); err != nil {
+					t.Fatal(err)
+				}
+				if p.held() {
+					t.Errorf("%s through a %s sharded client left the key in another sharded client's cache", w.name, name)
+				}
+			})
+		}
+	}
+}
