@@ -223,7 +223,8 @@ func TestReviewCachesCacheOfOtherServer(t *testing.T) {
 // pipeline, WATCH with a transaction, a script that declares its key, a
 // plain Do. Expected: each drops its key from the cache of a sharded client
 // of the same server (a planted entry, see plant), for a writer whose
-// shard caches and for one whose shard does not.
+// shard caches, one whose shard does not, and one that does not cache and
+// autopipelines (a SET of its own, too: it rides go-redis's engine).
 func TestReviewCachesRawClientWrites(t *testing.T) {
 	addr := fixtures.SharedRedis(t, 1)[0].Addr
 	_, cache := fromUser(t, addr, 0)
@@ -231,6 +232,12 @@ func TestReviewCachesRawClientWrites(t *testing.T) {
 		"caching":     fixtures.NewCachedClient(t, addr),
 		"not-caching": shardedOver(t, shardedredis.ShardOptions{Name: "s0", Addr: addr}),
 	}
+	ap, err := shardedredis.NewShardedClient(fixtures.WithAP(&shardedredis.ShardedOptions{Shards: fixtures.ShardsAt(addr)}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ap.Close() })
+	writers["not-caching-autopipelined"] = ap
 	writes := []struct {
 		name  string
 		write func(c *shardedredis.ShardedClient, key string) error
@@ -250,6 +257,9 @@ func TestReviewCachesRawClientWrites(t *testing.T) {
 		}},
 		{"GetShard-Do-UNLINK", func(c *shardedredis.ShardedClient, key string) error {
 			return c.GetShard(key).Do(ctx, "UNLINK", key).Err()
+		}},
+		{"sharded-SET", func(c *shardedredis.ShardedClient, key string) error {
+			return c.Set(ctx, key, "v", 0).Err()
 		}},
 		{"sharded-TxPipelined", func(c *shardedredis.ShardedClient, key string) error {
 			_, err := c.TxPipelined(ctx, func(p goredis.Pipeliner) error { return p.Append(ctx, key, "v").Err() })
