@@ -14,12 +14,12 @@ import (
 
 // TestReviewCachesFleetSwitch: two members of one fleet in one process,
 // every shard caching (the shared options' ClientSideCacheConfig, which a
-// fleet's shards take; a cache per shard client: each
-// step's switch gives the shards new clients, so new caches), through 8
-// reshardings driven by the first: [s0] to [s0 s1] and back, 4 times. 4
-// goroutines each own 16 keys and, over and over, SET one of them through
-// one member's client, then GET it through the other member's and through
-// the same client: no one else writes the key, so each read must return
+// fleet's shards take; a cache per shard client: each step's switch gives
+// the shards new clients, so new caches), through 8 reshardings driven by
+// the first: [s0] to [s0 s1] and back, 4 times. 4 goroutines each own a
+// key and, over and over, SET it through one member's client, then GET it
+// twice through the other member's (the second a cache hit) and once
+// through the writer's: no one else writes the key, so each read must return
 // exactly the value just written (read-your-writes across the process's
 // sharded clients, redis/doc.go), whatever step either member is at. A
 // command may fail where a fence closes the connections of an older epoch
