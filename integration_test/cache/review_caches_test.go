@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -68,7 +69,7 @@ func shardedOver(t *testing.T, so shardedredis.ShardOptions) *shardedredis.Shard
 // case shows what a reader sees: 50 rounds of a cached read after a SET
 // through the Unix socket client, each wanting the new value.
 //
-// FINDING: every case fails. serverCachesOf (redis/cache.go:175-182) keys
+// FINDING: every case fails. serverCachesOf (redis/cache.go:174-182) keys
 // a server by Options().Network and the address: "unix <path>" and
 // "tcp 127.0.0.1:<port>" are two servers to it; a Failover client's
 // Options().Addr is go-redis's constant "FailoverClient" (go-redis
@@ -279,5 +280,47 @@ func TestReviewCachesRawClientWrites(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestReviewCachesCacheOfOtherServerConcurrent: two goroutines call
+// NewShardedClientFromClients at once, with user clients of two servers X
+// and Y that hold one ClientSideCache, 200 rounds (each round a new
+// cache). Expected (docs/caching.md: a cache "shared by ... clients of two
+// servers in the process, is refused"): at most one of the two succeeds in
+// every round. FINDING: both are built in 4 to 13 rounds of 200 (three
+// runs). NewShardedClientFromClients checks (cacheOfOtherServer,
+// redis/client.go:605) before it counts the caches (shardClient,
+// client.go:608-612), with nothing between: both checks pass before either
+// client is counted. (NewShardedClient counts first, then checks, in
+// builder.shards: the second to count is refused there.)
+func TestReviewCachesCacheOfOtherServerConcurrent(t *testing.T) {
+	procs := fixtures.SharedRedis(t, 2)
+	both := 0
+	for range 200 {
+		cache := goredis.NewLocalCache(goredis.CacheConfig{MaxEntries: 10})
+		var built [2]*shardedredis.ShardedClient
+		var users [2]*goredis.Client
+		var wg sync.WaitGroup
+		for i := range 2 {
+			users[i] = goredis.NewClient(&goredis.Options{Addr: procs[i].Addr, Protocol: 3, ClientSideCache: cache})
+			wg.Go(func() {
+				built[i], _ = shardedredis.NewShardedClientFromClients([]shardedredis.Shard{{Name: "s0", Client: users[i]}}, nil)
+			})
+		}
+		wg.Wait()
+		if built[0] != nil && built[1] != nil {
+			both++
+		}
+		for i := range 2 {
+			if built[i] != nil {
+				built[i].Close() // closes users[i]
+			} else {
+				users[i].Close()
+			}
+		}
+	}
+	if both > 0 {
+		t.Errorf("in %d of 200 rounds both sharded clients were built over one ClientSideCache and two servers", both)
 	}
 }
