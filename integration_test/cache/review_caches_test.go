@@ -175,7 +175,7 @@ func wantOtherServerRefusal(t *testing.T, c *shardedredis.ShardedClient, err err
 //     dropped X's entry when the tracking connection closed, so GET k = "y".
 //   - "other-db-closed": the client of X stays; another sharded client of
 //     X, DB 1, held C too and closed. FINDING: serverCaches.remove
-//     (redis/cache.go:196-200) forgets C's server (serverOfCache) when the
+//     (redis/cache.go:194-201) forgets C's server (serverOfCache) when the
 //     count of (C, DB 1 prefix) reaches 0, though (C, DB 0 prefix) is
 //     still held: the client of Y is accepted, and GET k through it
 //     returns "x", X's value, from C (X's client and its tracking
