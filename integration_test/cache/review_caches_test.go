@@ -75,7 +75,7 @@ func shardedOver(t *testing.T, so shardedredis.ShardOptions) *shardedredis.Shard
 // Options().Addr is go-redis's constant "FailoverClient" (go-redis
 // sentinel.go:201), so every Sentinel shard of the process counts as the
 // one server "tcp FailoverClient", whatever its master. The reads return
-// the replaced value 50 times of 50: the invalidation waits unread on the
+// the replaced value 48 to 50 times of 50: the invalidation waits unread on the
 // TCP client's connection, which a cache hit never reads.
 func TestReviewCachesOtherNamesOfServer(t *testing.T) {
 	srv, sock := unixServer(t)
