@@ -1,6 +1,7 @@
 package cache_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -323,4 +324,65 @@ func TestReviewCachesCacheOfOtherServerConcurrent(t *testing.T) {
 	if both > 0 {
 		t.Errorf("in %d of 200 rounds both sharded clients were built over one ClientSideCache and two servers", both)
 	}
+}
+
+// TestReviewCachesDB1ReadsBatch: shards of DB 1 with caching configured
+// (shared options: Protocol 3, ClientSideCacheConfig) and autopipelining,
+// AutoPipelineFrom 1. go-redis turns its cache off for a DB other than 0
+// ("client-side caching is restricted to DB 0"), so the plain path gains
+// nothing: 64 goroutines' 3,200 GETs of missing keys on one shard should
+// ride the engine's batches (some batch of two or more), as on a shard
+// that does not cache ("cached=false", the control, passes). FINDING:
+// with caching configured all 3,200 run alone. cachedRead
+// (redis/autopipeline.go:150-152) asks cacheOf (redis/cache.go:113-121),
+// which returns the options' cache whatever the DB (and which ownCache
+// built from ClientSideCacheConfig), not whether go-redis uses it.
+func TestReviewCachesDB1ReadsBatch(t *testing.T) {
+	procs := fixtures.SharedRedis(t, 2)
+	for _, cached := range []bool{false, true} {
+		t.Run(fmt.Sprintf("cached=%v", cached), func(t *testing.T) {
+			o := fixtures.CachedOptions()
+			o.DB = 1
+			if !cached {
+				o.ClientSideCacheConfig = nil
+			}
+			c, err := shardedredis.NewShardedClient(fixtures.WithAP(&shardedredis.ShardedOptions{Shards: fixtures.ShardsAt(addrsOf(procs)...), Options: o}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			alone, batched := readsOnOneShard(t, c, "db1-batch:", "get", func(k string) error {
+				if err := c.Get(ctx, k).Err(); err != goredis.Nil {
+					return fmt.Errorf("GET %s: %v; want redis.Nil (no key)", k, err)
+				}
+				return nil
+			})
+			if alone+batched != 3200 || batched == 0 {
+				t.Errorf("3,200 GETs on DB 1 from 64 goroutines: %d ran alone, %d in batches; want 3,200 in all, some in batches", alone, batched)
+			}
+		})
+	}
+}
+
+// readsOnOneShard runs read on 3,200 keys of one shard of c (named prefix
+// and a number), 50 keys in each of 64 goroutines, failing t for each
+// error read returns, and returns how many of the shard's commands named
+// name (lower case) ran alone and how many in batches of two or more.
+func readsOnOneShard(t *testing.T, c *shardedredis.ShardedClient, prefix, name string, read func(key string) error) (alone, batched int64) {
+	t.Helper()
+	keys := oneShardKeys(c, prefix, 3200)
+	h := &batchCounter{name: name}
+	c.GetShard(keys[0]).AddHook(h)
+	var wg sync.WaitGroup
+	for g := range 64 {
+		wg.Go(func() {
+			for _, k := range keys[g*50 : (g+1)*50] {
+				if err := read(k); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return h.alone.Load(), h.batched.Load()
 }
