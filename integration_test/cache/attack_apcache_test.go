@@ -648,21 +648,12 @@ func TestAttackAPCacheUncachedReadsBatch(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer c.Close()
-			keys := oneShardKeys(c, "ttl-batch:", 3200)
-			h := &batchCounter{name: "ttl"}
-			c.GetShard(keys[0]).AddHook(h)
-			var wg sync.WaitGroup
-			for g := range 64 {
-				wg.Go(func() {
-					for _, k := range keys[g*50 : (g+1)*50] {
-						if got, err := c.TTL(ctx, k).Result(); err != nil || got != -2*time.Nanosecond {
-							t.Errorf("TTL %s = %v, %v; want -2ns (no key)", k, got, err)
-						}
-					}
-				})
-			}
-			wg.Wait()
-			alone, batched := h.alone.Load(), h.batched.Load()
+			alone, batched := readsOnOneShard(t, c, "ttl-batch:", "ttl", func(k string) error {
+				if got, err := c.TTL(ctx, k).Result(); err != nil || got != -2*time.Nanosecond {
+					return fmt.Errorf("TTL %s = %v, %v; want -2ns (no key)", k, got, err)
+				}
+				return nil
+			})
 			t.Logf("3,200 TTLs: %d alone, %d in batches", alone, batched)
 			if alone+batched != 3200 || batched == 0 {
 				t.Errorf("3,200 TTLs from 64 goroutines: %d ran alone, %d in batches; want 3,200 in all, some in batches", alone, batched)
