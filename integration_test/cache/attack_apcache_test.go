@@ -378,9 +378,9 @@ func TestAttackAPCacheServerReads(t *testing.T) {
 		// plain command and is answered by the cache (go-redis's pipeline
 		// would send it).
 		{"pipeline-one-per-shard", "get", pipeGets(keys[0], keys[1]), 0},
-		// Two commands on one shard: the group rides the deferred engine,
-		// to the server, as go-redis's pipeline sends them.
-		{"pipeline-two-on-one-shard", "get", pipeGets(same...), 2 * runs},
+		// (Two commands on one shard ride the deferred engine, which may
+		// flush them as one batch, to the server, or as two batches of one,
+		// each answered by the cache: no exact count.)
 		// The router's engine, one goroutine: each batch is one GET, one
 		// command of its shard: answered by the cache, as go-redis's
 		// AutoPipeline answers a batch of one.
