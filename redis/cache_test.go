@@ -80,6 +80,11 @@ func TestServerCachesCountsClients(t *testing.T) {
 	if serverCachesOf(&goredis.Options{Addr: "127.0.0.1:8"}) == s {
 		t.Fatal("127.0.0.1:8 shares the caches of 127.0.0.1:7")
 	}
+	for _, anyOne := range []*goredis.Options{{Network: "unix", Addr: "/tmp/redis.sock"}, {Addr: "FailoverClient"}} {
+		if serverCachesOf(anyOne) != anyServer {
+			t.Fatalf("%s %s: a client that may reach any server is counted as one (%p, anyServer %p)", anyOne.Network, anyOne.Addr, serverCachesOf(anyOne), anyServer)
+		}
+	}
 	a := serverCache{goredis.NewLocalCache(goredis.CacheConfig{}), cacheKeyPrefix(o)}
 	b := serverCache{goredis.NewLocalCache(goredis.CacheConfig{}), cacheKeyPrefix(&goredis.Options{Username: "u"})}
 	for _, step := range []struct {
