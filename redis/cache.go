@@ -73,8 +73,10 @@ func ownCache(o goredis.Options) goredis.Options {
 	return o
 }
 
-// sharedCacheErr refuses one Cache for several shards, and a cache in the
-// options shared by every shard (ShardedOptions.Options): the servers are
+// sharedCacheErr refuses a Cache that two shards of shards hold, or that
+// a shard client of another server of this process holds (serverOfCache;
+// the clients of shards are counted already, so of two lists built at once
+// with one cache for two servers, one is refused): the servers are
 // different, so one key name would share one entry across them.
 func sharedCacheErr(shards []Shard) error {
 	seen := make(map[goredis.Cache]int, len(shards))
@@ -89,6 +91,10 @@ func sharedCacheErr(shards []Shard) error {
 				j, shards[j].Name, shards[j].Addr, i, sh.Name, sh.Addr)
 		}
 		seen[cache] = i
+		if s, ok := serverOfCache.Load(cache); ok && s.(*serverCaches) != serverCachesOf(sh.Client.Options()) {
+			return fmt.Errorf("shardedcache: shard %d (%q, %s): its ClientSideCache is the cache of a client of another server; "+
+				"give each server's clients their own cache", i, sh.Name, sh.Addr)
+		}
 	}
 	return nil
 }
@@ -201,7 +207,7 @@ func (s *serverCaches) add(c serverCache) {
 		s.refs = map[serverCache]int{}
 	}
 	s.refs[c]++
-	serverOfCache.LoadOrStore(c.cache, s) // the first server keeps it: see cacheOfOtherServer
+	serverOfCache.LoadOrStore(c.cache, s) // the first server keeps it: see sharedCacheErr
 	s.publish()
 }
 
@@ -272,23 +278,6 @@ func (s *serverCaches) each(f func(serverCache)) {
 // are looked at.
 func (s *serverCaches) none() bool {
 	return s != anyServer && len(s.caches()) == 0 && len(anyServer.caches()) == 0
-}
-
-// cacheOfOtherServer returns an error naming the shard of shards whose
-// cache a shard client of another server of this process holds: one key
-// name would share one entry across the two servers.
-func cacheOfOtherServer(shards []Shard) error {
-	for i, sh := range shards {
-		cache := cacheOf(sh.Client)
-		if cache == nil {
-			continue
-		}
-		if s, ok := serverOfCache.Load(cache); ok && s.(*serverCaches) != serverCachesOf(sh.Client.Options()) {
-			return fmt.Errorf("shardedcache: shard %d (%q, %s): its ClientSideCache is the cache of a client of another server; "+
-				"give each server's clients their own cache", i, sh.Name, sh.Addr)
-		}
-	}
-	return nil
 }
 
 // cacheKeyPrefix is the prefix of the Redis keys in a go-redis cache: its

@@ -311,7 +311,7 @@ func (b *builder) shards(opts []ShardOptions, reuse []Shard) ([]Shard, error) {
 		}
 		shards = append(shards, sh)
 	}
-	if err := cmp.Or(sameServer(shards), sharedCacheErr(shards), cacheOfOtherServer(shards)); err != nil {
+	if err := cmp.Or(sameServer(shards), sharedCacheErr(shards)); err != nil {
 		closeClients(shards, reuse)
 		b.prune(reuse)
 		return nil, err
@@ -611,7 +611,7 @@ func NewShardedClientFromClients(shards []Shard, p ring.Preset) (*ShardedClient,
 	}
 	// Checked once the caches are counted: of two calls at once that give
 	// one cache to clients of two servers, the second is refused.
-	err := cmp.Or(sharedCacheErr(shards), cacheOfOtherServer(shards))
+	err := sharedCacheErr(shards)
 	var c *ShardedClient
 	if err == nil {
 		c, err = newShardedClient(shards, Health{}, p)

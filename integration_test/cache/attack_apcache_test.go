@@ -631,7 +631,7 @@ func (h *batchCounter) ProcessPipelineHook(next goredis.ProcessPipelineHook) gor
 // go-redis's list of cacheable commands) gains nothing from the plain path
 // and should batch as on a shard that does not cache: 64 goroutines' 3,200
 // TTLs on one shard, AutoPipelineFrom 1, ride the engine's batches (some
-// batch of two or more) on both shards. FINDING: on the caching shard all
+// batch of two or more) on both shards. Found in review, fixed since: on the caching shard all
 // 3,200 run alone (cachedRead diverts every command that reads keys and
 // writes none, commands.Info.ReadsOnly, not only those go-redis caches).
 func TestAttackAPCacheUncachedReadsBatch(t *testing.T) {
@@ -797,7 +797,7 @@ func TestAttackAPCacheFlushDBRYW(t *testing.T) {
 // them back at once, and 4 readers keep reading those keys. A write
 // acknowledged by the old client, read back through the new one, must not
 // return the value it replaced (the old client's hook dropped it from the
-// old cache only). Plain and autopipelined. FINDING: fails in both (a few
+// old cache only). Plain and autopipelined. Found in review, fixed since: fails in both (a few
 // reads in several hundred, most runs): the read through the new client is
 // a hit on a value that a reader fetched through the new client before the
 // write ran on the server; writeHook dropped the key from the old client's

@@ -87,10 +87,10 @@ func fromUser(t *testing.T, addr string, db int) (*shardedredis.ShardedClient, *
 // nor that of a user client whose NewShardedClientFromClients failed, nor
 // that of a user client that SetShards replaced; the user's cache given
 // again in SetShards's options stays counted (the new client holds it).
-// FINDING (failed-unreachable-cache): NewShardedClientFromClients that
-// refuses shard i for an unreachable cache returns (redis/client.go:595)
+// Found in review (failed-unreachable-cache), fixed since: NewShardedClientFromClients that
+// refuses shard i for an unreachable cache returns (redis/client.go)
 // without counting out the caches of shards 0..i-1, which shardClient
-// counted (client.go:601, cache.go:125): they stay counted for the life of
+// counted (client.go, cache.go): they stay counted for the life of
 // the process.
 func TestAttackServerCachesCounting(t *testing.T) {
 	procs := fixtures.SharedRedis(t, 1)
@@ -241,13 +241,13 @@ func otherWriters(t *testing.T, addr string) (db1, alice, uncached *shardedredis
 // Expected (redis/doc.go: "no read of that key through this client (or
 // another ShardedClient of the process) returns the value the write
 // replaced"): the write drops the key from the DB 0 caches of the process.
-// A planted entry in a DB 0 cache: only that drop can remove it. FINDING:
+// A planted entry in a DB 0 cache: only that drop can remove it. Found in review, fixed since:
 // every case fails. serverCaches are keyed by DB and user
-// (redis/cache.go:168), so FLUSHALL (cache.go:252) and COPY ... DB (the
-// client's own prefix, cache.go:260) from DB 1, and a write as another
+// (redis/cache.go), so FLUSHALL (cache.go) and COPY ... DB (the
+// client's own prefix, cache.go) from DB 1, and a write as another
 // user, reach no DB 0 cache of the default user; SWAPDB writes no key and
-// is not handled (cache.go:255); a client that does not cache gets no
-// writeHook at all (cache.go:126). (go-redis caches in DB 0 only:
+// is not handled (cache.go); a client that does not cache gets no
+// writeHook at all (cache.go). (go-redis caches in DB 0 only:
 // "client-side caching is restricted to DB 0".)
 func TestAttackServerCachesOtherWriters(t *testing.T) {
 	procs := fixtures.SharedRedis(t, 1)
@@ -289,7 +289,7 @@ func TestAttackServerCachesOtherWriters(t *testing.T) {
 // its cache answers, then another client of the process replaces it
 // (FLUSHALL from DB 1, SET as alice, SET through a client that does not
 // cache) and the DB 0 client reads it again at once, 300 rounds each:
-// want the new value (redis.Nil after FLUSHALL) every time. FINDING:
+// want the new value (redis.Nil after FLUSHALL) every time. Found in review, fixed since:
 // 296 to 300 of 300 reads return the replaced value in each case.
 func TestAttackServerCachesOtherWritersReads(t *testing.T) {
 	procs := fixtures.SharedRedis(t, 1)
@@ -475,8 +475,8 @@ func TestAttackServerCachesCloseAndFlushRaces(t *testing.T) {
 // key k of server 1, read through the second client, must not answer a
 // read of k through the first (server 0 holds another value). Expected:
 // NewShardedClientFromClients refuses the second client, or each read
-// returns its own server's value. FINDING: accepted; 10 of 20 reads
-// return the other server's value (sharedCacheErr, redis/cache.go:79,
+// returns its own server's value. Found in review, fixed since: accepted; 10 of 20 reads
+// return the other server's value (sharedCacheErr, redis/cache.go,
 // looks within one shard list only).
 func TestAttackServerCachesOneCacheTwoServers(t *testing.T) {
 	procs := fixtures.SharedRedis(t, 2)

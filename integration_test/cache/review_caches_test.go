@@ -70,11 +70,11 @@ func shardedOver(t *testing.T, so shardedredis.ShardOptions) *shardedredis.Shard
 // case shows what a reader sees: 50 rounds of a cached read after a SET
 // through the Unix socket client, each wanting the new value.
 //
-// FINDING: every case fails. serverCachesOf (redis/cache.go:174-182) keys
+// Found in review, fixed since: every case fails. serverCachesOf (redis/cache.go) keys
 // a server by Options().Network and the address: "unix <path>" and
 // "tcp 127.0.0.1:<port>" are two servers to it; a Failover client's
 // Options().Addr is go-redis's constant "FailoverClient" (go-redis
-// sentinel.go:201), so every Sentinel shard of the process counts as the
+// sentinel.go), so every Sentinel shard of the process counts as the
 // one server "tcp FailoverClient", whatever its master. The reads return
 // the replaced value 48 to 50 times of 50: the invalidation waits unread on the
 // TCP client's connection, which a cache hit never reads.
@@ -175,8 +175,8 @@ func wantOtherServerRefusal(t *testing.T, c *shardedredis.ShardedClient, err err
 //     for Y (its server is forgotten with its last client), and go-redis
 //     dropped X's entry when the tracking connection closed, so GET k = "y".
 //   - "other-db-closed": the client of X stays; another sharded client of
-//     X, DB 1, held C too and closed. FINDING: serverCaches.remove
-//     (redis/cache.go:194-201) forgets C's server (serverOfCache) when the
+//     X, DB 1, held C too and closed. Found in review, fixed since: serverCaches.remove
+//     (redis/cache.go) forgets C's server (serverOfCache) when the
 //     count of (C, DB 1 prefix) reaches 0, though (C, DB 0 prefix) is
 //     still held: the client of Y is accepted, and GET k through it
 //     returns "x", X's value, from C (X's client and its tracking
@@ -289,10 +289,10 @@ func TestReviewCachesRawClientWrites(t *testing.T) {
 // and Y that hold one ClientSideCache, 200 rounds (each round a new
 // cache). Expected (docs/caching.md: a cache "shared by ... clients of two
 // servers in the process, is refused"): at most one of the two succeeds in
-// every round. FINDING: both are built in 4 to 13 rounds of 200 (three
-// runs). NewShardedClientFromClients checks (cacheOfOtherServer,
-// redis/client.go:605) before it counts the caches (shardClient,
-// client.go:608-612), with nothing between: both checks pass before either
+// every round. Found in review, fixed since: both are built in 4 to 13 rounds of 200 (three
+// runs). NewShardedClientFromClients checked (sharedCacheErr now,
+// redis/client.go) before it counts the caches (shardClient,
+// client.go), with nothing between: both checks pass before either
 // client is counted. (NewShardedClient counts first, then checks, in
 // builder.shards: the second to count is refused there.)
 func TestReviewCachesCacheOfOtherServerConcurrent(t *testing.T) {
@@ -332,9 +332,9 @@ func TestReviewCachesCacheOfOtherServerConcurrent(t *testing.T) {
 // ("client-side caching is restricted to DB 0"), so the plain path gains
 // nothing: 64 goroutines' 3,200 GETs of missing keys on one shard should
 // ride the engine's batches (some batch of two or more), as on a shard
-// that does not cache ("cached=false", the control, passes). FINDING:
+// that does not cache ("cached=false", the control, passes). Found in review, fixed since:
 // with caching configured all 3,200 run alone. cachedRead
-// (redis/autopipeline.go:150-152) asks cacheOf (redis/cache.go:113-121),
+// (redis/autopipeline.go) asks cacheOf (redis/cache.go),
 // which returns the options' cache whatever the DB (and which ownCache
 // built from ClientSideCacheConfig), not whether go-redis uses it.
 func TestReviewCachesDB1ReadsBatch(t *testing.T) {
