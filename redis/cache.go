@@ -74,10 +74,10 @@ func ownCache(o goredis.Options) goredis.Options {
 }
 
 // sharedCacheErr refuses a Cache that two shards of shards hold, or that
-// a shard client of another server of this process holds (serverOfCache;
+// a shard client of another server of this process holds (heldElsewhere;
 // the clients of shards are counted already, so of two lists built at once
-// with one cache for two servers, one is refused): the servers are
-// different, so one key name would share one entry across them.
+// with one cache for two servers, neither is accepted alone): the servers
+// are different, so one key name would share one entry across them.
 func sharedCacheErr(shards []Shard) error {
 	seen := make(map[goredis.Cache]int, len(shards))
 	for i, sh := range shards {
@@ -91,7 +91,9 @@ func sharedCacheErr(shards []Shard) error {
 				j, shards[j].Name, shards[j].Addr, i, sh.Name, sh.Addr)
 		}
 		seen[cache] = i
-		if s, ok := serverOfCache.Load(cache); ok && s.(*serverCaches) != serverCachesOf(sh.Client.Options()) {
+	}
+	for i, sh := range shards {
+		if cache := cacheOf(sh.Client); cache != nil && heldElsewhere(cache, serverCachesOf(sh.Client.Options())) {
 			return fmt.Errorf("shardedcache: shard %d (%q, %s): its ClientSideCache is the cache of a client of another server; "+
 				"give each server's clients their own cache", i, sh.Name, sh.Addr)
 		}
@@ -174,8 +176,8 @@ type serverCache struct {
 }
 
 // cachesByServer holds the serverCaches of each server (see
-// serverCachesOf); serverOfCache, the serverCaches that counts each cache.
-var cachesByServer, serverOfCache sync.Map
+// serverCachesOf).
+var cachesByServer sync.Map
 
 // anyServer are the caches of the clients whose server the address does
 // not tell: a Unix socket (the server may be one that TCP clients reach
@@ -207,7 +209,6 @@ func (s *serverCaches) add(c serverCache) {
 		s.refs = map[serverCache]int{}
 	}
 	s.refs[c]++
-	serverOfCache.LoadOrStore(c.cache, s) // the first server keeps it: see sharedCacheErr
 	s.publish()
 }
 
@@ -216,27 +217,28 @@ func (s *serverCaches) remove(c serverCache) {
 	defer s.mu.Unlock()
 	if s.refs[c]--; s.refs[c] <= 0 {
 		delete(s.refs, c)
-		if !s.holds(c.cache) {
-			serverOfCache.CompareAndDelete(c.cache, s)
-		}
 	}
 	s.publish()
-}
-
-// holds reports whether a client of the server holds cache (whatever its
-// DB and user); s.mu is held.
-func (s *serverCaches) holds(cache goredis.Cache) bool {
-	for c := range s.refs {
-		if c.cache == cache {
-			return true
-		}
-	}
-	return false
 }
 
 func (s *serverCaches) publish() {
 	all := slices.Collect(maps.Keys(s.refs))
 	s.all.Store(&all)
+}
+
+// heldElsewhere reports whether a client of a server other than own's
+// holds cache (anyServer's clients count as another server's).
+func heldElsewhere(cache goredis.Cache, own *serverCaches) bool {
+	held := false
+	check := func(s *serverCaches) {
+		held = held || s != own && slices.ContainsFunc(s.caches(), func(c serverCache) bool { return c.cache == cache })
+	}
+	cachesByServer.Range(func(_, s any) bool {
+		check(s.(*serverCaches))
+		return !held
+	})
+	check(anyServer)
+	return held
 }
 
 // caches returns every cache of the server, nil for none.
