@@ -17,11 +17,11 @@ package speed_test
 // that a load that comes and goes on the machine weighs on every contender
 // alike. A round is one iteration of
 // the benchmark loop: -benchtime sets how many rounds run. The workloads of
-// many goroutines run a chunk of a few hundred operations per goroutine:
-// autopipelining fills its batches only while every goroutine is in its
-// loop, so that chunks of 20 measured mostly a round's start and end (the
-// autopipelined floor 2.0-2.1 times Ring at 64 goroutines, against 2.7 in
-// chunks of 300). Per contender it
+// many goroutines run chunks of 100 to 250 operations per goroutine: an
+// autopipelining engine fills its batches only while every goroutine is in
+// its loop, and with chunks of 20 each round's start and end weighed
+// heavily (in one run, the autopipelined floor 2.0-2.1 times Ring at 64
+// goroutines, against 2.6-2.8 in chunks of 250). Per contender it
 // reports the median over rounds of wall time, CPU time of this process
 // (user and system, the client's cost: the servers are other processes),
 // allocations and bytes per operation, as "<contender>-ns/op",
