@@ -294,6 +294,24 @@ func (c *Info) KeyPositions(args []any, f func(pos int)) error {
 	return c.positions(args, false, f)
 }
 
+// SingleKey returns the position in args of the command's only key when it
+// has one key at a fixed position (GET, SET, HGET, INCR, EXPIRE, ...: one
+// key specification, begun at an index, a range of one key, not a channel)
+// and args have the command's arity; ok is false for any other command or
+// call, whose keys KeyPositions finds (or whose error it returns). It is
+// KeyPositions without the walk of the specifications, for the commands
+// that most calls are.
+func (c *Info) SingleKey(args []any) (pos int, ok bool) {
+	if len(c.specs) != 1 || c.sortLike || c.Arity > 0 && len(args) != c.Arity || c.Arity < 0 && len(args) < -c.Arity {
+		return 0, false
+	}
+	s := &c.specs[0]
+	if s.keyword != "" || s.unknown || s.keynum || s.notKey || s.lastKey != 0 || s.index <= 0 || s.index >= len(args) {
+		return 0, false
+	}
+	return s.index, true
+}
+
 // WrittenKeys calls f with the position in args of each key that the
 // command may write (set, change, delete or expire), in order: the keys of
 // its key specifications flagged RW, OW or RM in Redis's table, every key

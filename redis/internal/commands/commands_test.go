@@ -348,3 +348,39 @@ func TestCommandArgMatchesGoRedisWriter(t *testing.T) {
 		t.Errorf("huge numkeys: %v", err)
 	}
 }
+
+// TestSingleKeyMatchesKeyPositions checks SingleKey against KeyPositions
+// for every command and subcommand of the table, with every argument count
+// from none to 8 past the name: where SingleKey takes a call, KeyPositions
+// finds exactly that one key and no error; and it takes the calls of the
+// common one-key commands.
+func TestSingleKeyMatchesKeyPositions(t *testing.T) {
+	taken := map[string]bool{}
+	for info := range All() {
+		for n := range 10 {
+			args := make([]any, n)
+			for i := range args {
+				args[i] = "a" + string(rune('0'+i))
+			}
+			pos, ok := info.SingleKey(args)
+			if !ok {
+				continue
+			}
+			taken[info.Name] = true
+			var got []int
+			if err := info.KeyPositions(args, func(p int) { got = append(got, p) }); err != nil || !slices.Equal(got, []int{pos}) {
+				t.Errorf("%s with %d arguments: SingleKey %d, KeyPositions %v, %v", info.Name, n, pos, got, err)
+			}
+		}
+	}
+	for _, name := range []string{"get", "set", "hget", "incr", "expire", "getex", "object|encoding", "xgroup|create"} {
+		if !taken[name] {
+			t.Errorf("SingleKey does not take %s", name)
+		}
+	}
+	for _, name := range []string{"mget", "mset", "del", "eval", "sort", "xread", "publish", "spublish", "rename", "lmove", "georadius", "migrate", "ping"} {
+		if taken[name] {
+			t.Errorf("SingleKey takes %s, which may have more keys or none", name)
+		}
+	}
+}
