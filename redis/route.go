@@ -125,14 +125,16 @@ type view = shardcore.View[*goredis.Client]
 // noKeys.
 func keysOf(v *view, cmd goredis.Cmder, ks *keyShards) error {
 	args := cmd.Args()
-	ks.info, ks.shard = nil, noKeys
-	info, err := commands.Lookup(args)
-	switch {
-	case err == nil:
-	case errors.Is(err, commands.ErrArity):
-		return err
-	default:
-		return &UnsupportedError{Command: cmd.Name(), Reason: err.Error()}
+	info := ks.info
+	if !sameCommand(info, args) {
+		var err error
+		if info, err = commands.Lookup(args); err != nil {
+			if !errors.Is(err, commands.ErrArity) {
+				err = &UnsupportedError{Command: cmd.Name(), Reason: err.Error()}
+			}
+			*ks = keyShards{shard: noKeys, pending: ks.pending} // nothing of the last command stays
+			return err
+		}
 	}
 	// Field by field, keeping pending: a composite literal would build the
 	// whole keyShards aside and copy it in, for every command of a pipeline
@@ -156,6 +158,18 @@ func keysOf(v *view, cmd goredis.Cmder, ks *keyShards) error {
 		return &UnsupportedError{Command: info.Name, Reason: err.Error()}
 	}
 	return ks.err
+}
+
+// sameCommand reports whether args call info, the command of the last call
+// routed into the same keyShards (nil for none), as the commands of a
+// pipeline often do: a command without subcommands, named as the table
+// names it, which commands.Lookup would find again by that name alone.
+func sameCommand(info *commands.Info, args []any) bool {
+	if info == nil || info.HasSubcommands() || len(args) == 0 {
+		return false
+	}
+	name, ok := args[0].(string)
+	return ok && name == info.Name
 }
 
 // route finds where cmd runs, by Redis's rule for clients of a sharded

@@ -363,6 +363,28 @@ func TestKeyShardsReusedRoutesAsFresh(t *testing.T) {
 		goredis.NewSliceCmd(ctx, "mget", "key:11"),
 		goredis.NewSliceCmd(ctx, "mget"), // arity
 		goredis.NewSliceCmd(ctx, append([]any{"mget"}, keys[5:]...)...),
+		// The same command again (keysOf does not look it up again), in
+		// another case, with its arity broken, as bytes; containers,
+		// families and unknown commands, which it looks up each time.
+		goredis.NewStringCmd(ctx, "get", "key:8"),
+		goredis.NewStringCmd(ctx, "get", "key:9"),
+		goredis.NewStringCmd(ctx, "get"),
+		goredis.NewStringCmd(ctx, "get", "key:10"),
+		goredis.NewStringCmd(ctx, "GET", "key:11"),
+		goredis.NewStringCmd(ctx, "GET", "key:12"),
+		goredis.NewCmd(ctx, []byte("get"), "key:13"),
+		goredis.NewCmd(ctx, []byte("get"), "key:14"),
+		goredis.NewSliceCmd(ctx, "config", "get", "maxmemory"),
+		goredis.NewStatusCmd(ctx, "config", "set", "maxmemory", "1"),
+		goredis.NewStatusCmd(ctx, "config"),
+		goredis.NewStatusCmd(ctx, "config", "resetstat"),
+		goredis.NewCmd(ctx, "nosuch", "key:1"),
+		goredis.NewCmd(ctx, "nosuch", "key:2"),
+		goredis.NewCmd(ctx, "ft.search", "idx", "q"),
+		goredis.NewCmd(ctx, "ft.search", "idx", "q"),
+		goredis.NewCmd(ctx, "ft.info", "idx"),
+		goredis.NewIntCmd(ctx, "del", "key:1"),
+		goredis.NewIntCmd(ctx, "del", "key:1", "key:2", "key:3"),
 	}
 	var reused keyShards
 	for _, cmd := range cmds {

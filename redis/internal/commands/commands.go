@@ -294,6 +294,10 @@ func (c *Info) KeyPositions(args []any, f func(pos int)) error {
 	return c.positions(args, false, f)
 }
 
+// HasSubcommands reports whether the command is a container (CONFIG,
+// OBJECT, XGROUP, ...), which Lookup descends into by the next argument.
+func (c *Info) HasSubcommands() bool { return c.subs != nil }
+
 // SingleKey returns the position in args of the command's only key when it
 // has one key at a fixed position (GET, SET, HGET, INCR, EXPIRE, ...: one
 // key specification, begun at an index, a range of one key, not a channel)
