@@ -140,15 +140,9 @@ func keysOf(v *view, cmd goredis.Cmder, ks *keyShards) error {
 	// whole keyShards aside and copy it in, for every command of a pipeline
 	// (a tenth of routing a pipeline's GETs: BenchmarkDispatchSteps). Every
 	// field but pending is set here (TestKeyShardsReusedRoutesAsFresh).
-	ks.v, ks.info, ks.args, ks.shard = v, info, args, noKeys
+	ks.v, ks.info, ks.args, ks.shard, ks.channels = v, info, args, noKeys, info.Channels()
 	ks.all, ks.err, ks.owners = nil, nil, nil
 	ks.nkeys, ks.first, ks.step = 0, 0, 0
-	if pos, ok := info.SingleKey(args); ok { // most commands: one key, no walk of the specifications
-		ks.channels = false
-		ks.add(pos)
-		return ks.err
-	}
-	ks.channels = info.Channels()
 	switch err := info.KeyPositions(args, ks.add); {
 	case err == nil:
 	case errors.Is(err, commands.ErrArity):

@@ -298,15 +298,14 @@ func (c *Info) KeyPositions(args []any, f func(pos int)) error {
 // OBJECT, XGROUP, ...), which Lookup descends into by the next argument.
 func (c *Info) HasSubcommands() bool { return c.subs != nil }
 
-// SingleKey returns the position in args of the command's only key when it
-// has one key at a fixed position (GET, SET, HGET, INCR, EXPIRE, ...: one
-// key specification, begun at an index, a range of one key, not a channel)
-// and args have the command's arity; ok is false for any other command or
-// call, whose keys KeyPositions finds (or whose error it returns). It is
-// KeyPositions without the walk of the specifications, for the commands
-// that most calls are.
-func (c *Info) SingleKey(args []any) (pos int, ok bool) {
-	if len(c.specs) != 1 || c.sortLike || c.Arity > 0 && len(args) != c.Arity || c.Arity < 0 && len(args) < -c.Arity {
+// singleKey returns the position in args, of the command's arity, of the
+// command's only key when it has one key at a fixed position (GET, SET,
+// HGET, INCR, EXPIRE, ...: one key specification, begun at an index, a
+// range of one key, not a channel): positions takes it without walking the
+// specifications, for the commands that most calls are. ok is false for
+// any other command.
+func (c *Info) singleKey(args []any) (pos int, ok bool) {
+	if len(c.specs) != 1 || c.sortLike {
 		return 0, false
 	}
 	s := &c.specs[0]
@@ -314,6 +313,12 @@ func (c *Info) SingleKey(args []any) (pos int, ok bool) {
 		return 0, false
 	}
 	return s.index, true
+}
+
+// arityHolds reports whether args (the name included) have the command's
+// Redis arity: exactly Arity arguments, or at least -Arity.
+func (c *Info) arityHolds(args []any) bool {
+	return c.Arity > 0 && len(args) == c.Arity || c.Arity < 0 && len(args) >= -c.Arity || c.Arity == 0
 }
 
 // WrittenKeys calls f with the position in args of each key that the
@@ -356,9 +361,22 @@ func storeDest(args []any, f func(pos int)) {
 // positions calls f with the position of each key, or of each written key
 // (written).
 func (c *Info) positions(args []any, written bool, f func(pos int)) error {
-	if c.Arity > 0 && len(args) != c.Arity || c.Arity < 0 && len(args) < -c.Arity {
+	if !c.arityHolds(args) {
 		return fmt.Errorf("%w for %q: %d", ErrArity, c.Name, len(args)-1)
 	}
+	if pos, ok := c.singleKey(args); ok {
+		if !written || c.specs[0].write {
+			f(pos)
+		}
+		return nil
+	}
+	return c.walk(args, written, f)
+}
+
+// walk calls f with the position of each key, or of each written key
+// (written), of args of the command's arity, as its key specifications
+// (or SORT's rules) find them.
+func (c *Info) walk(args []any, written bool, f func(pos int)) error {
 	if c.sortLike && written {
 		storeDest(args, f)
 		return nil

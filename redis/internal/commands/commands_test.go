@@ -349,10 +349,12 @@ func TestCommandArgMatchesGoRedisWriter(t *testing.T) {
 	}
 }
 
-// TestSingleKeyMatchesKeyPositions checks SingleKey against KeyPositions
-// for every command and subcommand of the table, with every argument count
-// from none to 8 past the name: where SingleKey takes a call, KeyPositions
-// finds exactly that one key and no error; and it takes the calls of the
+// TestSingleKeyMatchesKeyPositions checks singleKey against the walk of
+// the key specifications that KeyPositions makes without it, for every
+// command and subcommand of the table, with every argument count from none
+// to 8 past the name: where singleKey takes a call, the walk finds exactly
+// that one key and no error, and so does KeyPositions; WrittenKeys finds it
+// when the specification writes; and singleKey takes the calls of the
 // common one-key commands.
 func TestSingleKeyMatchesKeyPositions(t *testing.T) {
 	taken := map[string]bool{}
@@ -362,25 +364,36 @@ func TestSingleKeyMatchesKeyPositions(t *testing.T) {
 			for i := range args {
 				args[i] = "a" + string(rune('0'+i))
 			}
-			pos, ok := info.SingleKey(args)
+			if !info.arityHolds(args) {
+				continue
+			}
+			pos, ok := info.singleKey(args)
 			if !ok {
 				continue
 			}
 			taken[info.Name] = true
-			var got []int
+			var walked, got, written []int
+			if err := info.walk(args, false, func(p int) { walked = append(walked, p) }); err != nil || !slices.Equal(walked, []int{pos}) {
+				t.Errorf("%s with %d arguments: singleKey %d, the specifications %v, %v", info.Name, n, pos, walked, err)
+			}
 			if err := info.KeyPositions(args, func(p int) { got = append(got, p) }); err != nil || !slices.Equal(got, []int{pos}) {
-				t.Errorf("%s with %d arguments: SingleKey %d, KeyPositions %v, %v", info.Name, n, pos, got, err)
+				t.Errorf("%s with %d arguments: singleKey %d, KeyPositions %v, %v", info.Name, n, pos, got, err)
+			}
+			var want []int
+			_ = info.walk(args, true, func(p int) { want = append(want, p) })
+			if err := info.WrittenKeys(args, func(p int) { written = append(written, p) }); err != nil || !slices.Equal(written, want) {
+				t.Errorf("%s with %d arguments: WrittenKeys %v, %v; the specifications %v", info.Name, n, written, err, want)
 			}
 		}
 	}
 	for _, name := range []string{"get", "set", "hget", "incr", "expire", "getex", "object|encoding", "xgroup|create"} {
 		if !taken[name] {
-			t.Errorf("SingleKey does not take %s", name)
+			t.Errorf("singleKey does not take %s", name)
 		}
 	}
 	for _, name := range []string{"mget", "mset", "del", "eval", "sort", "xread", "publish", "spublish", "rename", "lmove", "georadius", "migrate", "ping"} {
 		if taken[name] {
-			t.Errorf("SingleKey takes %s, which may have more keys or none", name)
+			t.Errorf("singleKey takes %s, which may have more keys or none", name)
 		}
 	}
 }
