@@ -229,16 +229,25 @@ func (s *serverCaches) publish() {
 // heldElsewhere reports whether a client of a server other than own's
 // holds cache (anyServer's clients count as another server's).
 func heldElsewhere(cache goredis.Cache, own *serverCaches) bool {
-	held := false
-	check := func(s *serverCaches) {
-		held = held || s != own && slices.ContainsFunc(s.caches(), func(c serverCache) bool { return c.cache == cache })
+	for s := range everyServer {
+		if s != own && slices.ContainsFunc(s.caches(), func(c serverCache) bool { return c.cache == cache }) {
+			return true
+		}
 	}
+	return false
+}
+
+// everyServer yields the serverCaches of every server of the process, and
+// anyServer's last.
+func everyServer(yield func(*serverCaches) bool) {
+	more := true
 	cachesByServer.Range(func(_, s any) bool {
-		check(s.(*serverCaches))
-		return !held
+		more = yield(s.(*serverCaches))
+		return more
 	})
-	check(anyServer)
-	return held
+	if more {
+		yield(anyServer)
+	}
 }
 
 // caches returns every cache of the server, nil for none.
@@ -258,20 +267,14 @@ func (s *serverCaches) dropKey(key string) {
 // server may leave stale: the server's and anyServer's, or, for anyServer,
 // every cache of the process.
 func (s *serverCaches) each(f func(serverCache)) {
+	servers := []*serverCaches{s, anyServer}
 	if s == anyServer {
-		cachesByServer.Range(func(_, caches any) bool {
-			for _, c := range caches.(*serverCaches).caches() {
-				f(c)
-			}
-			return true
-		})
-	} else {
-		for _, c := range s.caches() {
+		servers = slices.Collect(everyServer)
+	}
+	for _, server := range servers {
+		for _, c := range server.caches() {
 			f(c)
 		}
-	}
-	for _, c := range anyServer.caches() {
-		f(c)
 	}
 }
 
