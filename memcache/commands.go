@@ -3,7 +3,6 @@ package memcache
 import (
 	"context"
 	"maps"
-	"sync"
 	"sync/atomic"
 
 	"github.com/bradfitz/gomemcache/memcache"
@@ -442,20 +441,7 @@ func fanOut[T any](ctx context.Context, v *view, name string, shards []int, call
 	if f.pending.Add(int32(len(shards))) == 0 {
 		v.Release()
 	}
-	// Each shard on a kept worker (see workers.Go) but the last, which runs
-	// on the caller's goroutine.
-	var wg sync.WaitGroup
-	for j := range len(shards) - 1 {
-		wg.Add(1)
-		workers.Go(func() {
-			defer wg.Done()
-			f.one(j)
-		})
-	}
-	if len(shards) > 0 {
-		f.one(len(shards) - 1)
-	}
-	wg.Wait()
+	workers.Each(len(shards), nil, f.one)
 	return f.results, multiErr(f.v, name, shards, f.errs)
 }
 

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"strconv"
-	"sync"
 	"testing"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -161,16 +160,7 @@ func BenchmarkDispatch(b *testing.B) {
 // joined.
 func onWorkers(n int, f func(i int) error) error {
 	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for i := range n - 1 {
-		wg.Add(1)
-		workers.Go(func() {
-			defer wg.Done()
-			errs[i] = f(i)
-		})
-	}
-	errs[n-1] = f(n - 1)
-	wg.Wait()
+	workers.Each(n, nil, func(i int) { errs[i] = f(i) })
 	return errors.Join(errs...)
 }
 

@@ -466,7 +466,15 @@ func (c *ShardedClient) processOn(ctx context.Context, cmd goredis.Cmder) (err e
 		err := c.send(ctx, v.Client(r.shard), cmd)
 		return v.Finish(ctx, r.shard, err), err != nil && c.fleet.on.Load() && errors.Is(err, ErrFenced)
 	}
-	p, err := planOf(ctx, v, cmd, &r)
+	if r.shard == fanOut {
+		f, err := layOut(ctx, v, cmd, &r)
+		if err != nil {
+			return err, false
+		}
+		f.run(ctx, c.apFrom.Load())
+		return f.merge(), false
+	}
+	p, err := walkOf(ctx, v, cmd)
 	if err != nil {
 		return err, false
 	}
@@ -662,30 +670,10 @@ func execGroups(ctx context.Context, v *view, groups [][]goredis.Cmder) {
 }
 
 // eachGroup runs each shard i's group (sendGroup, with from: see there),
-// the shards in parallel. The last shard's group runs on the calling
-// goroutine, the others each on a worker (see workers.Go): one shard
-// needs none.
+// the shards in parallel (workers.Each): one shard needs no worker.
 func eachGroup(ctx context.Context, v *view, groups [][]goredis.Cmder, from int64) {
-	var wg sync.WaitGroup
-	last := -1
-	for i, g := range groups {
-		if len(g) == 0 {
-			continue
-		}
-		if last >= 0 {
-			j := last
-			wg.Add(1)
-			workers.Go(func() {
-				defer wg.Done()
-				sendGroup(ctx, v, j, groups[j], from)
-			})
-		}
-		last = i
-	}
-	if last >= 0 {
-		sendGroup(ctx, v, last, groups[last], from)
-	}
-	wg.Wait()
+	workers.Each(len(groups), func(i int) bool { return len(groups[i]) == 0 },
+		func(i int) { sendGroup(ctx, v, i, groups[i], from) })
 }
 
 // execGroup runs g on shard i: one command alone, several as a pipeline.

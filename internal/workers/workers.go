@@ -2,7 +2,10 @@
 // kept between calls.
 package workers
 
-import "time"
+import (
+	"sync"
+	"time"
+)
 
 // The shards of a fan-out (a pipeline's groups, a multi-key command's
 // parts, a migration batch) run in parallel, each but the last on a worker:
@@ -41,4 +44,30 @@ func work(f func()) {
 			return
 		}
 	}
+}
+
+// Each runs do(j) for every j in [0, n) for which skip (nil: none) is
+// false, in parallel: each on a worker (Go) but the last, which runs on the
+// calling goroutine, so that one job needs no worker. It returns once every
+// do has returned.
+func Each(n int, skip func(j int) bool, do func(j int)) {
+	var wg sync.WaitGroup
+	last := -1
+	for j := range n {
+		if skip != nil && skip(j) {
+			continue
+		}
+		if k := last; k >= 0 {
+			wg.Add(1)
+			Go(func() {
+				defer wg.Done()
+				do(k)
+			})
+		}
+		last = j
+	}
+	if last >= 0 {
+		do(last)
+	}
+	wg.Wait()
 }
