@@ -93,7 +93,7 @@ func sharedCacheErr(shards []Shard) error {
 		seen[cache] = i
 	}
 	for i, sh := range shards {
-		if cache := cacheOf(sh.Client); cache != nil && heldElsewhere(cache, serverCachesOf(sh.Client.Options())) {
+		if cache := cacheOf(sh.Client); cache != nil && heldElsewhere(cache, joinedCaches(sh.Client)) {
 			return fmt.Errorf("shardedcache: shard %d (%q, %s): its ClientSideCache is the cache of a client of another server; "+
 				"give each server's clients their own cache", i, sh.Name, sh.Addr)
 		}
@@ -131,25 +131,51 @@ func cacheOf(c *goredis.Client) goredis.Cache {
 	return o.ClientSideCache
 }
 
-// serverCachesOfClient returns the serverCaches of shard client c's
-// server, with c's cache, if it has one, counted among them until
-// releaseCache. A write through any shard client (one that does not cache,
-// another user's, another DB's) replaces values that the process's caches
-// of the server may hold: shardHook drops them.
-func serverCachesOfClient(c *goredis.Client) *serverCaches {
-	caches := serverCachesOf(c.Options())
+// joinServer returns the serverCaches of shard client c's server, with c
+// counted among its clients, and c's cache, if it has one, among its
+// caches, until leaveServer. A write through any shard client (one that
+// does not cache, another user's, another DB's) replaces values that the
+// process's caches of the server may hold: shardHook drops them.
+func joinServer(c *goredis.Client) *serverCaches {
+	serversMu.Lock()
+	defer serversMu.Unlock()
+	s := serverCachesOf(c.Options())
+	s.clients++
 	if cache := cacheOf(c); cache != nil {
-		caches.add(serverCache{cache, cacheKeyPrefix(c.Options())})
+		s.add(serverCache{cache, cacheKeyPrefix(c.Options())})
 	}
-	return caches
+	joined.Store(c, s)
+	return s
 }
 
-// releaseCache counts the cache of c, a shard client that closed, out of
-// its server's.
-func releaseCache(c *goredis.Client) {
-	if cache := cacheOf(c); cache != nil {
-		serverCachesOf(c.Options()).remove(serverCache{cache, cacheKeyPrefix(c.Options())})
+// leaveServer counts c, a shard client that closed (or that a refused
+// NewShardedClientFromClients hands back), and its cache out of its
+// server's serverCaches, which the process forgets once no client holds
+// them. A client that did not join, or left already, changes nothing.
+func leaveServer(c *goredis.Client) {
+	serversMu.Lock()
+	defer serversMu.Unlock()
+	v, ok := joined.LoadAndDelete(c)
+	if !ok {
+		return
 	}
+	s := v.(*serverCaches)
+	if cache := cacheOf(c); cache != nil {
+		s.remove(serverCache{cache, cacheKeyPrefix(c.Options())})
+	}
+	if s.clients--; s.clients == 0 && s != anyServer {
+		cachesByServer.CompareAndDelete(s.server, s)
+	}
+}
+
+// joinedCaches returns the serverCaches that shard client c joined
+// (joinServer), or none (an empty serverCaches of no server: a write then
+// drops its keys from anyServer's caches alone) when it has left.
+func joinedCaches(c *goredis.Client) *serverCaches {
+	if s, ok := joined.Load(c); ok {
+		return s.(*serverCaches)
+	}
+	return &serverCaches{}
 }
 
 // serverCaches are the caches of this process's shard clients of one
@@ -162,6 +188,9 @@ func releaseCache(c *goredis.Client) {
 // client may have cached, from the server, the value that a write through
 // the old one then replaced.
 type serverCaches struct {
+	server  string // its key in cachesByServer ("" for anyServer)
+	clients int    // the shard clients that joined them (under serversMu)
+
 	mu   sync.Mutex
 	refs map[serverCache]int // the clients holding each cache
 	// all is the caches of refs, read without the lock.
@@ -175,9 +204,16 @@ type serverCache struct {
 	prefix string
 }
 
-// cachesByServer holds the serverCaches of each server (see
-// serverCachesOf).
-var cachesByServer sync.Map
+// cachesByServer holds the serverCaches of each server that shard clients
+// of the process joined (see serverCachesOf), until the last leaves.
+// joined maps each shard client that joined to its serverCaches; serversMu
+// orders joins and leaves, so that serverCaches are forgotten only when no
+// client holds them.
+var (
+	cachesByServer sync.Map
+	joined         sync.Map // *goredis.Client -> *serverCaches
+	serversMu      sync.Mutex
+)
 
 // anyServer are the caches of the clients whose server the address does
 // not tell: a Unix socket (the server may be one that TCP clients reach
@@ -198,7 +234,7 @@ func serverCachesOf(o *goredis.Options) *serverCaches {
 	if srv, ok := resolveServer(addr); ok {
 		addr = srv
 	}
-	caches, _ := cachesByServer.LoadOrStore(addr, &serverCaches{})
+	caches, _ := cachesByServer.LoadOrStore(addr, &serverCaches{server: addr})
 	return caches.(*serverCaches)
 }
 
@@ -324,7 +360,7 @@ func (s *serverCaches) dropWritten(cmd goredis.Cmder) {
 func dropKeys(v *view, keys []shardcore.MovingKey) {
 	for _, k := range keys {
 		for _, i := range [2]int{k.From, k.To} {
-			serverCachesOf(v.Client(i).Options()).dropKey(k.Key)
+			joinedCaches(v.Client(i)).dropKey(k.Key)
 		}
 	}
 }

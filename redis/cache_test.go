@@ -106,3 +106,57 @@ func TestServerCachesCountsClients(t *testing.T) {
 		}
 	}
 }
+
+// A server's serverCaches are kept while a shard client of it is open and
+// forgotten once the last has closed (or was handed back by a refused
+// NewShardedClientFromClients): a process that changes its shards for
+// ever does not keep one for every server it ever used.
+func TestServerCachesForgottenWhenNoClientHoldsThem(t *testing.T) {
+	known := func(addr string) *serverCaches {
+		s, _ := cachesByServer.Load(addr)
+		p, _ := s.(*serverCaches)
+		return p
+	}
+	a, b := miniredis.RunT(t), miniredis.RunT(t)
+	cached := func(o goredis.Options) *goredis.Options {
+		o.Protocol, o.ClientSideCache = 3, goredis.NewLocalCache(goredis.CacheConfig{MaxEntries: 10})
+		return &o
+	}
+	c1, err := NewShardedClient(&ShardedOptions{Shards: []ShardOptions{{Addr: a.Addr()}, {Addr: b.Addr(), Options: cached(goredis.Options{})}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sa, sb := known(a.Addr()), known(b.Addr())
+	if sa == nil || sb == nil || len(sb.caches()) != 1 {
+		t.Fatalf("open client: serverCaches %p and %p (b's caches %d); want both, b with its one cache", sa, sb, len(sb.caches()))
+	}
+	c2, err := NewShardedClient(&ShardedOptions{Shards: []ShardOptions{{Addr: a.Addr()}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c1.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if known(a.Addr()) != sa || known(b.Addr()) != nil {
+		t.Fatalf("after the first client closed: a's serverCaches %p (want %p: the second client holds them), b's %p (want none)", known(a.Addr()), sa, known(b.Addr()))
+	}
+	if err := c2.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if known(a.Addr()) != nil {
+		t.Fatal("after both clients closed, a's serverCaches are still known")
+	}
+	// Clients handed back by a refusal are counted out too: one cache for
+	// two shards is refused.
+	cache := goredis.NewLocalCache(goredis.CacheConfig{MaxEntries: 10})
+	ca := goredis.NewClient(&goredis.Options{Addr: a.Addr(), Protocol: 3, ClientSideCache: cache})
+	cb := goredis.NewClient(&goredis.Options{Addr: b.Addr(), Protocol: 3, ClientSideCache: cache})
+	defer ca.Close()
+	defer cb.Close()
+	if _, err := NewShardedClientFromClients([]Shard{{Client: ca}, {Client: cb}}, nil); err == nil {
+		t.Fatal("one cache for two shards was accepted")
+	}
+	if known(a.Addr()) != nil || known(b.Addr()) != nil {
+		t.Fatal("after a refused NewShardedClientFromClients, its servers' serverCaches are still known")
+	}
+}

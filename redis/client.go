@@ -494,7 +494,7 @@ func server(sh Shard) string {
 // connections is the shard's failure, and its writes drop what the
 // process's caches of its server hold of their keys (see shardHook).
 func shardClient(c *goredis.Client) *goredis.Client {
-	c.AddHook(shardHook{caches: serverCachesOfClient(c)})
+	c.AddHook(shardHook{caches: joinServer(c)})
 	return c
 }
 
@@ -618,7 +618,7 @@ func NewShardedClientFromClients(shards []Shard, p ring.Preset) (*ShardedClient,
 	}
 	if err != nil {
 		for _, sh := range shards {
-			releaseCache(sh.Client) // the caller keeps its clients
+			leaveServer(sh.Client) // the caller keeps its clients
 		}
 		return nil, err
 	}
