@@ -96,9 +96,10 @@
 //     From then on a process still in Stable(L) or Preparing reaches no
 //     source (fenced); its commands on a source fail with a typed error,
 //     or wait within their context for the process to apply Moving. A
-//     command in flight on a connection that the fence closes fails with
-//     the connection's error (EOF), as one whose reply was lost: it ran
-//     before the fence or not at all.
+//     command in flight on a connection that the fence closes fails as one
+//     whose reply was lost (the redis backend: a *FenceClosedError
+//     wrapping the connection's EOF, not counted against the shard): it
+//     ran before the fence or not at all.
 //     Removing stale copies happens before the fence: nothing writes a
 //     moving key on its destination then; a removal that arrives late
 //     (a driver paused past its lease) is refused by the destination,

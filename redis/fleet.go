@@ -6,11 +6,13 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -61,6 +63,68 @@ func (e *FencedError) Error() string {
 
 // Is makes errors.Is(err, ErrFenced) true.
 func (e *FencedError) Is(target error) bool { return target == ErrFenced }
+
+// FenceClosedError is the error of a command whose connection a fleet's
+// fence closed while the command was in flight (the driver's Fence closes
+// the connections of older epochs): its reply was lost, and it ran before
+// the fence or not at all, so a write may have been applied. It is not
+// sent again, for that reason. Like a *FencedError, it is the caller's
+// failure, not the shard's: no failure is counted and no shard is ejected.
+// errors.Is(err, ErrFenced) holds, and errors.Is sees the connection's
+// error (io.EOF, a reset) through it.
+type FenceClosedError struct {
+	// Fenced is the refusal of a new connection to the server, asked after
+	// the loss: it tells the loss was the fence's.
+	Fenced *FencedError
+	Err    error // the command's error: the connection's
+}
+
+func (e *FenceClosedError) Error() string {
+	return fmt.Sprintf("shardedcache: fenced in flight: the connection was closed by the fleet's fence %d before the reply came (%v); the command ran before the fence or not at all", e.Fenced.Fence, e.Err)
+}
+
+// Is makes errors.Is(err, ErrFenced) true.
+func (e *FenceClosedError) Is(target error) bool { return target == ErrFenced }
+
+func (e *FenceClosedError) Unwrap() error { return e.Err }
+
+// fenceProbe tells whether commands that lost their connection to one
+// shard's server lost it to a fleet's fence, asking the server once for
+// all of them (the commands of a group share it).
+type fenceProbe struct {
+	asked  bool
+	fenced *FencedError // the server's refusal, nil when it accepts the client's epoch
+}
+
+// closed returns err, the error of a command sent with shard client, as a
+// *FenceClosedError when the command lost its connection (connLost) and
+// the client is a fleet's whose server now refuses the client's epoch: a
+// PING on a new connection fails with a *FencedError (fenceCheck). Any
+// other err is returned as is.
+func (p *fenceProbe) closed(ctx context.Context, client *goredis.Client, err error) error {
+	if err == nil || !connLost(err) {
+		return err
+	}
+	if _, ok := connEpoch(client.Options().ClientName); !ok {
+		return err
+	}
+	if !p.asked {
+		var fenced *FencedError
+		errors.As(client.Ping(ctx).Err(), &fenced)
+		p.asked, p.fenced = true, fenced
+	}
+	if p.fenced == nil {
+		return err
+	}
+	return &FenceClosedError{Fenced: p.fenced, Err: err}
+}
+
+// connLost reports whether err is the loss of the command's connection:
+// closed or reset by the server (not a timeout).
+func connLost(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
+}
 
 // FleetWait bounds how long a command refused by a fence waits for this
 // process to apply the fleet's new state before it returns the
