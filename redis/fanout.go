@@ -9,7 +9,6 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
-	"github.com/shardedcache/shardedcache/internal/workers"
 	"github.com/shardedcache/shardedcache/redis/internal/commands"
 )
 
@@ -19,32 +18,25 @@ type fanout struct {
 	v    *view
 	cmd  goredis.Cmder
 	info *commands.Info
-	args []any // cmd's arguments
 	// owners is the shard of each key of the command, in key order; nil for
 	// a keyless command.
 	owners []int
-	// first is the position of the first key in args, step the distance
-	// from one key to the next (see split).
-	first, step int
-	// order lists the keys (their numbers, 0 for the first key) part by
-	// part, each part's in key order: part p's are
-	// order[p.from : p.from+p.nkeys].
-	order []int
+	// slot is, for each shard of v, 1 + the index of its part; 0 when it
+	// has none.
+	slot  []int
 	parts []part
-	// out is the merged reply of a command whose values go back in key
-	// order (inKeyOrder), filled part by part (place).
-	out []any
 }
 
 // part is the piece of a fanout that runs on one shard.
 type part struct {
 	shard int
 	cmd   *goredis.Cmd
-	group [1]goredis.Cmder // cmd, as the group of one that run sends
-	nkeys int              // the part's keys
-	from  int              // where its keys start in the fanout's order
-	// placed: its values are in the fanout's out.
-	placed bool
+	nkeys int   // the part's keys
+	args  []any // its arguments, while split builds them
+	vals  []any // its reply's values, while combine merges them
+	// next is where split puts the part's next key in args, then where
+	// combine takes its next value from vals.
+	next int
 }
 
 // split builds the parts of cmd: the same command on every shard when it is
@@ -59,105 +51,48 @@ type part struct {
 // sending nothing, with an *EjectedError for a keyless command that changes
 // every shard while some are ejected.
 func split(ctx context.Context, v *view, cmd goredis.Cmder, r *keyShards) (*fanout, error) {
-	f, err := layOut(ctx, v, cmd, r)
-	if err == nil && f.owners != nil {
-		for i := range f.parts {
-			f.build(ctx, i)
-		}
-	}
-	return f, err
-}
-
-// layOut is split without building the parts' commands of a command with
-// keys (build does, part by part): the parts, numbered in the order of
-// their first key (r.all holds as many), each with its keys' count and
-// their place in f.order.
-func layOut(ctx context.Context, v *view, cmd goredis.Cmder, r *keyShards) (*fanout, error) {
-	f := &fanout{v: v, cmd: cmd, info: r.info, args: cmd.Args(), owners: r.owners, first: r.first, step: r.step}
+	args := cmd.Args()
+	f := &fanout{v: v, cmd: cmd, info: r.info, owners: r.owners}
 	if len(f.owners) == 0 {
-		return f, f.everyShard(ctx, v, f.args)
+		return f, f.everyShard(ctx, v, args)
 	}
-	slot := make([]int, v.Len()) // 1 + the index of shard i's part; 0 when it has none
+	prefix, suffix := args[:r.first], args[r.first+len(f.owners)*r.step:]
+	// One pass over the keys numbers the shards in the order of their first
+	// key (r.all holds as many) and counts their keys, so that the parts
+	// and all their arguments are allocated once, at their size; a second
+	// puts each key, with its arguments, in its part.
+	f.slot = make([]int, v.Len())
 	f.parts = make([]part, 0, len(r.all))
 	for _, s := range f.owners {
-		if slot[s] == 0 {
+		if f.slot[s] == 0 {
 			f.parts = append(f.parts, part{shard: s})
-			slot[s] = len(f.parts)
+			f.slot[s] = len(f.parts)
 		}
-		f.parts[slot[s]-1].nkeys++
+		f.parts[f.slot[s]-1].nkeys++
 	}
+	flat := make([]any, len(f.parts)*(len(prefix)+len(suffix))+len(f.owners)*r.step)
 	at := 0
 	for i := range f.parts {
-		f.parts[i].from = at
-		at += f.parts[i].nkeys
+		size := len(prefix) + f.parts[i].nkeys*r.step + len(suffix)
+		p := &f.parts[i]
+		p.args, p.next = flat[at:at+size:at+size], len(prefix)
+		copy(p.args, prefix)
+		copy(p.args[size-len(suffix):], suffix)
+		at += size
 	}
-	f.order = make([]int, len(f.owners))
-	next := make([]int, len(f.parts)) // the next key of each part, from its from
 	for k, s := range f.owners {
-		i := slot[s] - 1
-		f.order[f.parts[i].from+next[i]] = k
-		next[i]++
+		p := &f.parts[f.slot[s]-1]
+		for j, pos := 0, r.first+k*r.step; j < r.step; j++ {
+			p.args[p.next+j] = args[pos+j]
+		}
+		p.next += r.step
+	}
+	for i := range f.parts {
+		p := &f.parts[i]
+		p.cmd = goredis.NewCmd(ctx, p.args...)
+		p.args, p.next = nil, 0
 	}
 	return f, nil
-}
-
-// keys returns the numbers of part p's keys, in key order.
-func (f *fanout) keys(p *part) []int { return f.order[p.from : p.from+p.nkeys] }
-
-// build makes part i's command: the arguments before the keys, each of its
-// keys with the arguments that follow it, then the arguments after the
-// keys.
-func (f *fanout) build(ctx context.Context, i int) {
-	p := &f.parts[i]
-	prefix, suffix := f.args[:f.first], f.args[f.first+len(f.owners)*f.step:]
-	args := make([]any, len(prefix), len(prefix)+p.nkeys*f.step+len(suffix))
-	copy(args, prefix)
-	for _, k := range f.keys(p) {
-		at := f.first + k*f.step
-		args = append(args, f.args[at:at+f.step]...)
-	}
-	p.cmd = goredis.NewCmd(ctx, append(args, suffix...)...)
-}
-
-// run builds, sends and merges a fanout of one command (processOn's): each
-// part on its shard, in parallel (workers.Each), built (build) and, when
-// its values go back in key order, placed in f.out (place) on the worker
-// that sends it, so that the caller's goroutine only waits for the last
-// and merges (merge) what the parts left. from is as sendGroup's.
-func (f *fanout) run(ctx context.Context, from int64) {
-	if f.inKeyOrder() {
-		f.out = make([]any, len(f.owners))
-	}
-	workers.Each(len(f.parts), nil, func(i int) {
-		p := &f.parts[i]
-		if p.cmd == nil {
-			f.build(ctx, i)
-		}
-		p.group[0] = p.cmd
-		sendGroup(ctx, f.v, p.shard, p.group[:], from)
-		if f.out != nil && p.cmd.Err() == nil {
-			f.place(p)
-		}
-	})
-}
-
-// inKeyOrder reports whether f's values go back in key order: a command
-// with keys whose response policy is the default one (MGET, ...).
-func (f *fanout) inKeyOrder() bool {
-	return f.owners != nil && (f.info.Response == commands.Default || f.info.Response == commands.SpecialResponse)
-}
-
-// place puts part p's values in f.out, each at its key's place, when its
-// reply is an array of one value per key (else combine finds it bad).
-func (f *fanout) place(p *part) {
-	vals, ok := p.cmd.Val().([]any)
-	if !ok || len(vals) != p.nkeys {
-		return
-	}
-	for j, k := range f.keys(p) {
-		f.out[k] = vals[j]
-	}
-	p.placed = true
 }
 
 // everyShard adds a part with args on every shard, for a keyless command.
@@ -327,28 +262,28 @@ func (f *fanout) combine() (any, error) {
 	}
 	// Default policy: a multi-key command's values go back in key order; a
 	// keyless command's arrays are concatenated (KEYS).
-	if f.owners == nil {
-		out := []any{}
-		for _, p := range f.parts {
-			vals, ok := p.cmd.Val().([]any)
-			if !ok {
-				return nil, f.badReply(p)
-			}
+	out := []any{}
+	for i := range f.parts {
+		p := &f.parts[i]
+		vals, ok := p.cmd.Val().([]any)
+		if !ok || f.owners != nil && len(vals) != p.nkeys {
+			return nil, f.badReply(*p)
+		}
+		p.vals = vals
+		if f.owners == nil {
 			out = append(out, f.served(p.shard, vals)...)
 		}
+	}
+	if f.owners == nil {
 		return out, nil
 	}
-	if f.out == nil {
-		f.out = make([]any, len(f.owners))
+	out = make([]any, len(f.owners))
+	for k, s := range f.owners {
+		p := &f.parts[f.slot[s]-1]
+		out[k] = p.vals[p.next]
+		p.next++
 	}
-	for i := range f.parts {
-		if p := &f.parts[i]; !p.placed {
-			if f.place(p); !p.placed {
-				return nil, f.badReply(*p)
-			}
-		}
-	}
-	return f.out, nil
+	return out, nil
 }
 
 // served returns vals, shard i's reply to a keyless command, without the

@@ -471,15 +471,7 @@ func (c *ShardedClient) processOn(ctx context.Context, cmd goredis.Cmder) (err e
 		var fence fenceProbe
 		return v.Finish(ctx, r.shard, fence.closed(ctx, client, err)), false
 	}
-	if r.shard == fanOut {
-		f, err := layOut(ctx, v, cmd, &r)
-		if err != nil {
-			return err, false
-		}
-		f.run(ctx, c.apFrom.Load())
-		return f.merge(), false
-	}
-	p, err := walkOf(ctx, v, cmd)
+	p, err := planOf(ctx, v, cmd, &r)
 	if err != nil {
 		return err, false
 	}
