@@ -133,33 +133,51 @@ func cacheOf(c *goredis.Client) goredis.Cache {
 
 // joinServer returns the serverCaches of shard client c's server, with c
 // counted among its clients, and c's cache, if it has one, among its
-// caches, until leaveServer. A write through any shard client (one that
+// caches, until leaveServer: as many times as it joins (one client given
+// to several sharded clients, or twice in one list). A write through any shard client (one that
 // does not cache, another user's, another DB's) replaces values that the
 // process's caches of the server may hold: shardHook drops them.
 func joinServer(c *goredis.Client) *serverCaches {
 	serversMu.Lock()
 	defer serversMu.Unlock()
 	s := serverCachesOf(c.Options())
+	if j, ok := joined.Load(c); ok { // a client given to several sharded clients
+		s = j.(*joining).caches
+	}
 	s.clients++
 	if cache := cacheOf(c); cache != nil {
 		s.add(serverCache{cache, cacheKeyPrefix(c.Options())})
 	}
-	joined.Store(c, s)
+	j, _ := joined.LoadOrStore(c, &joining{caches: s})
+	j.(*joining).times++
 	return s
+}
+
+// joining is a shard client's entry in joined: the serverCaches it joined,
+// and how many times (once per sharded client, or shard, it serves) it has
+// not left yet.
+type joining struct {
+	caches *serverCaches
+	times  int
 }
 
 // leaveServer counts c, a shard client that closed (or that a refused
 // NewShardedClientFromClients hands back), and its cache out of its
-// server's serverCaches, which the process forgets once no client holds
-// them. A client that did not join, or left already, changes nothing.
+// server's serverCaches once, undoing one joinServer; the process forgets
+// them once no client holds them. A client that did not join, or left as
+// many times as it joined, changes nothing.
 func leaveServer(c *goredis.Client) {
 	serversMu.Lock()
 	defer serversMu.Unlock()
-	v, ok := joined.LoadAndDelete(c)
+	v, ok := joined.Load(c)
 	if !ok {
 		return
 	}
-	s := v.(*serverCaches)
+	j := v.(*joining)
+	if j.times--; j.times == 0 {
+		joined.Delete(c)
+	}
+	s := j.caches
 	if cache := cacheOf(c); cache != nil {
 		s.remove(serverCache{cache, cacheKeyPrefix(c.Options())})
 	}
@@ -172,8 +190,8 @@ func leaveServer(c *goredis.Client) {
 // (joinServer), or none (an empty serverCaches of no server: a write then
 // drops its keys from anyServer's caches alone) when it has left.
 func joinedCaches(c *goredis.Client) *serverCaches {
-	if s, ok := joined.Load(c); ok {
-		return s.(*serverCaches)
+	if j, ok := joined.Load(c); ok {
+		return j.(*joining).caches
 	}
 	return &serverCaches{}
 }
@@ -211,7 +229,7 @@ type serverCache struct {
 // client holds them.
 var (
 	cachesByServer sync.Map
-	joined         sync.Map // *goredis.Client -> *serverCaches
+	joined         sync.Map // *goredis.Client -> *joining
 	serversMu      sync.Mutex
 )
 

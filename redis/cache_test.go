@@ -4,6 +4,7 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/alicebob/miniredis/v2"
@@ -112,11 +113,6 @@ func TestServerCachesCountsClients(t *testing.T) {
 // NewShardedClientFromClients): a process that changes its shards for
 // ever does not keep one for every server it ever used.
 func TestServerCachesForgottenWhenNoClientHoldsThem(t *testing.T) {
-	known := func(addr string) *serverCaches {
-		s, _ := cachesByServer.Load(addr)
-		p, _ := s.(*serverCaches)
-		return p
-	}
 	a, b := miniredis.RunT(t), miniredis.RunT(t)
 	cached := func(o goredis.Options) *goredis.Options {
 		o.Protocol, o.ClientSideCache = 3, goredis.NewLocalCache(goredis.CacheConfig{MaxEntries: 10})
@@ -126,7 +122,7 @@ func TestServerCachesForgottenWhenNoClientHoldsThem(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sa, sb := known(a.Addr()), known(b.Addr())
+	sa, sb := knownCaches(a.Addr()), knownCaches(b.Addr())
 	if sa == nil || sb == nil || len(sb.caches()) != 1 {
 		t.Fatalf("open client: serverCaches %p and %p (b's caches %d); want both, b with its one cache", sa, sb, len(sb.caches()))
 	}
@@ -137,13 +133,13 @@ func TestServerCachesForgottenWhenNoClientHoldsThem(t *testing.T) {
 	if err := c1.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if known(a.Addr()) != sa || known(b.Addr()) != nil {
-		t.Fatalf("after the first client closed: a's serverCaches %p (want %p: the second client holds them), b's %p (want none)", known(a.Addr()), sa, known(b.Addr()))
+	if knownCaches(a.Addr()) != sa || knownCaches(b.Addr()) != nil {
+		t.Fatalf("after the first client closed: a's serverCaches %p (want %p: the second client holds them), b's %p (want none)", knownCaches(a.Addr()), sa, knownCaches(b.Addr()))
 	}
 	if err := c2.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if known(a.Addr()) != nil {
+	if knownCaches(a.Addr()) != nil {
 		t.Fatal("after both clients closed, a's serverCaches are still known")
 	}
 	// Clients handed back by a refusal are counted out too: one cache for
@@ -156,7 +152,99 @@ func TestServerCachesForgottenWhenNoClientHoldsThem(t *testing.T) {
 	if _, err := NewShardedClientFromClients([]Shard{{Client: ca}, {Client: cb}}, nil); err == nil {
 		t.Fatal("one cache for two shards was accepted")
 	}
-	if known(a.Addr()) != nil || known(b.Addr()) != nil {
+	if knownCaches(a.Addr()) != nil || knownCaches(b.Addr()) != nil {
 		t.Fatal("after a refused NewShardedClientFromClients, its servers' serverCaches are still known")
+	}
+}
+
+// knownCaches returns the serverCaches the process keeps for addr, nil for
+// none.
+func knownCaches(addr string) *serverCaches {
+	s, _ := cachesByServer.Load(addr)
+	p, _ := s.(*serverCaches)
+	return p
+}
+
+// A client joins its server's serverCaches as often as it is given (twice
+// in one list, or again while a live sharded client holds it) and leaves
+// as often: a refused NewShardedClientFromClients neither takes it out
+// from under the live sharded client (whose writes and moves must still
+// reach its cache) nor leaves it counted once all have closed; its cache,
+// unused then, may serve a client of another server.
+func TestServerCachesJoinedAsOftenAsGiven(t *testing.T) {
+	for _, tc := range []string{"twice in one list", "again while held"} {
+		t.Run(tc, func(t *testing.T) {
+			a, b := miniredis.RunT(t), miniredis.RunT(t)
+			cache := goredis.NewLocalCache(goredis.CacheConfig{MaxEntries: 10})
+			ca := goredis.NewClient(&goredis.Options{Addr: a.Addr(), Protocol: 3, ClientSideCache: cache})
+			other := goredis.NewClient(&goredis.Options{Addr: b.Addr(), Protocol: 3, ClientSideCache: cache})
+			defer other.Close()
+			refused := []Shard{{Name: "x", Client: ca}, {Name: "y", Client: ca}}
+			var held *ShardedClient
+			if tc == "again while held" {
+				var err error
+				if held, err = NewShardedClientFromClients([]Shard{{Client: ca}}, nil); err != nil {
+					t.Fatal(err)
+				}
+				refused = []Shard{{Name: "x", Client: ca}, {Name: "y", Client: other}}
+			}
+			if _, err := NewShardedClientFromClients(refused, nil); err == nil {
+				t.Fatal("one cache for two shards was accepted")
+			}
+			if held != nil {
+				if got := joinedCaches(ca).caches(); len(got) != 1 || got[0].cache != cache {
+					t.Fatalf("after the refusal, the live client's serverCaches hold %v; want its cache alone", got)
+				}
+				if err := held.Close(); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				ca.Close()
+			}
+			if s := knownCaches(a.Addr()); s != nil {
+				t.Fatalf("every client of a closed or handed back: its serverCaches are still known (%d clients, %d caches)", s.clients, len(s.caches()))
+			}
+			cb := goredis.NewClient(&goredis.Options{Addr: b.Addr(), Protocol: 3, ClientSideCache: cache})
+			defer cb.Close()
+			c, err := NewShardedClientFromClients([]Shard{{Client: cb}}, nil)
+			if err != nil {
+				t.Fatalf("the cache that no open client holds, given to a client of another server: %v", err)
+			}
+			c.Close()
+		})
+	}
+}
+
+// Sharded clients of one server, with and without caches, created and
+// closed by 8 goroutines at once, leave the server's serverCaches to a
+// long-lived client as they found them.
+func TestServerCachesConcurrentJoinLeave(t *testing.T) {
+	a := miniredis.RunT(t)
+	long, err := NewShardedClient(&ShardedOptions{Shards: []ShardOptions{{Addr: a.Addr()}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer long.Close()
+	s := knownCaches(a.Addr())
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for range 100 {
+				o := &ShardedOptions{Shards: []ShardOptions{{Addr: a.Addr()}}}
+				if g%2 == 0 {
+					o.Options = &goredis.Options{Protocol: 3, ClientSideCacheConfig: &goredis.ClientSideCacheConfig{MaxEntries: 10}}
+				}
+				c, err := NewShardedClient(o)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				c.Close()
+			}
+		})
+	}
+	wg.Wait()
+	if got := knownCaches(a.Addr()); got != s || s.clients != 1 || len(s.caches()) != 0 {
+		t.Fatalf("serverCaches %p with %d clients and %d caches; want the long-lived client's %p, with it alone", got, got.clients, len(got.caches()), s)
 	}
 }
