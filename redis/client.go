@@ -50,7 +50,8 @@ type ShardOptions struct {
 	// at 0 mean no retry and one dial, not go-redis's 3 and 5, so that a
 	// dead shard fails within one DialTimeout (refused: at once), or one
 	// WriteTimeout and ReadTimeout on an open connection; set them to
-	// retry inside a command. A change of options (SetShards,
+	// retry inside a command (a fleet's shard clients never retry: see
+	// FenceClosedError). A change of options (SetShards,
 	// BeginResharding) gives the shard a new client; options holding a
 	// function (Dialer, OnConnect, a credentials provider, ...) cannot be
 	// compared, so such a shard gets a new client at every change.
@@ -413,7 +414,10 @@ func (b *builder) shard(so ShardOptions, reuse []Shard) (Shard, error) {
 	sh.Client = b.client(reuse, sh, o, func() *goredis.Client {
 		built := ownCache(o) // go-redis fills in its defaults
 		if epoch, ok := connEpoch(o.ClientName); ok && b.fence {
-			built.OnConnect = fenceCheck(epoch, o.OnConnect)
+			// No retry, whatever the options say: a command retried after
+			// its connection was lost could meet the fence and be taken for
+			// one never sent, and run again (see FenceClosedError).
+			built.OnConnect, built.MaxRetries = fenceCheck(epoch, o.OnConnect), -1
 		}
 		return goredis.NewClient(&built)
 	})

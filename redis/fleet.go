@@ -68,7 +68,10 @@ func (e *FencedError) Is(target error) bool { return target == ErrFenced }
 // fence closed while the command was in flight (the driver's Fence closes
 // the connections of older epochs): its reply was lost, and it ran before
 // the fence or not at all, so a write may have been applied. It is not
-// sent again, for that reason. Like a *FencedError, it is the caller's
+// sent again, for that reason, and a fleet's shard clients do not retry
+// (MaxRetries is -1 whatever the options say): a retry would meet the
+// fence, be refused with a *FencedError, and pass for a command never
+// sent. Like a *FencedError, it is the caller's
 // failure, not the shard's: no failure is counted and no shard is ejected.
 // errors.Is(err, ErrFenced) holds, and errors.Is sees the connection's
 // error (io.EOF, a reset) through it.
@@ -109,14 +112,32 @@ func (p *fenceProbe) closed(ctx context.Context, client *goredis.Client, err err
 		return err
 	}
 	if !p.asked {
-		var fenced *FencedError
-		errors.As(client.Ping(ctx).Err(), &fenced)
-		p.asked, p.fenced = true, fenced
+		p.asked, p.fenced = true, fencedServer(ctx, client)
 	}
 	if p.fenced == nil {
 		return err
 	}
 	return &FenceClosedError{Fenced: p.fenced, Err: err}
+}
+
+// fencedServer returns the refusal (a *FencedError) of a new connection
+// to shard client's server with the client's options, its fence check
+// included, or nil when the server accepts it. The connection is a probe
+// client's of its own: the client's pool may still hold connections that
+// the fence closed, which would fail the PING with their EOF.
+func fencedServer(ctx context.Context, client *goredis.Client) *FencedError {
+	o := *client.Options()
+	o.PoolSize, o.MinIdleConns, o.MaxIdleConns, o.MaxActiveConns, o.MaxRetries = 1, 0, 0, 0, -1
+	o.ClientSideCache, o.ClientSideCacheConfig = nil, nil
+	o.ClientSideCacheCoalesceMisses, o.ClientSideCacheRefreshOnInvalidate = false, false
+	o.AutoPipelineOptions = nil
+	probe := goredis.NewClient(&o)
+	defer probe.Close()
+	var fenced *FencedError
+	if errors.As(probe.Ping(ctx).Err(), &fenced) {
+		return fenced
+	}
+	return nil
 }
 
 // connLost reports whether err is the loss of the command's connection:
