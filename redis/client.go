@@ -856,7 +856,8 @@ func (c *ShardedClient) watch(ctx context.Context, v *view, shard int, fn func(*
 	if err != nil && err == fnErr {
 		return err // fn's own error, unchanged
 	}
-	return v.Finish(ctx, shard, err)
+	var fence fenceProbe
+	return v.Finish(ctx, shard, fence.closed(ctx, v.Client(shard), err))
 }
 
 // ForEachShard calls fn with every shard's client, in parallel, and returns

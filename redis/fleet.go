@@ -122,10 +122,14 @@ func (p *fenceProbe) closed(ctx context.Context, client *goredis.Client, err err
 
 // fencedServer returns the refusal (a *FencedError) of a new connection
 // to shard client's server with the client's options, its fence check
-// included, or nil when the server accepts it. The connection is a probe
+// included, or nil when the server accepts it; a refusal found once is
+// kept (fencedClients). The connection is a probe
 // client's of its own: the client's pool may still hold connections that
 // the fence closed, which would fail the PING with their EOF.
 func fencedServer(ctx context.Context, client *goredis.Client) *FencedError {
+	if f, ok := fencedClients.Load(client); ok {
+		return f.(*FencedError)
+	}
 	o := *client.Options()
 	o.PoolSize, o.MinIdleConns, o.MaxIdleConns, o.MaxActiveConns, o.MaxRetries = 1, 0, 0, 0, -1
 	o.ClientSideCache, o.ClientSideCacheConfig = nil, nil
@@ -134,11 +138,19 @@ func fencedServer(ctx context.Context, client *goredis.Client) *FencedError {
 	probe := goredis.NewClient(&o)
 	defer probe.Close()
 	var fenced *FencedError
-	if errors.As(probe.Ping(ctx).Err(), &fenced) {
-		return fenced
+	if !errors.As(probe.Ping(ctx).Err(), &fenced) {
+		return nil
 	}
-	return nil
+	fencedClients.Store(client, fenced)
+	return fenced
 }
+
+// fencedClients holds the refusal that fencedServer found for a shard
+// client, until it closes (closeShardClient): a fence only rises, so the
+// server refuses the client's epoch for good, and the commands in flight
+// that the fence closed (as many as the goroutines that sent them) cost one
+// probe, not one each.
+var fencedClients sync.Map // *goredis.Client -> *FencedError
 
 // connLost reports whether err is the loss of the command's connection:
 // closed or reset by the server (not a timeout).
