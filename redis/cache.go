@@ -138,11 +138,14 @@ func cacheOf(c *goredis.Client) goredis.Cache {
 // does not cache, another user's, another DB's) replaces values that the
 // process's caches of the server may hold: shardHook drops them.
 func joinServer(c *goredis.Client) *serverCaches {
+	addr := serverAddr(c.Options()) // before the lock: it may resolve a name
 	serversMu.Lock()
 	defer serversMu.Unlock()
-	s := serverCachesOf(c.Options())
+	var s *serverCaches
 	if j, ok := joined.Load(c); ok { // a client given to several sharded clients
 		s = j.(*joining).caches
+	} else {
+		s = cachesAt(addr)
 	}
 	s.clients++
 	if cache := cacheOf(c); cache != nil {
@@ -154,11 +157,13 @@ func joinServer(c *goredis.Client) *serverCaches {
 }
 
 // joining is a shard client's entry in joined: the serverCaches it joined,
-// and how many times (once per sharded client, or shard, it serves) it has
-// not left yet.
+// how many times (once per sharded client, or shard, it serves) it has not
+// left yet, and the refusal of its epoch that a fleet's fence gave it, once
+// found (fencedServer).
 type joining struct {
-	caches *serverCaches
-	times  int
+	caches  *serverCaches
+	times   int
+	refusal atomic.Pointer[FencedError]
 }
 
 // leaveServer counts c, a shard client that closed (or that a refused
@@ -223,7 +228,7 @@ type serverCache struct {
 }
 
 // cachesByServer holds the serverCaches of each server that shard clients
-// of the process joined (see serverCachesOf), until the last leaves.
+// of the process joined (see cachesAt), until the last leaves.
 // joined maps each shard client that joined to its serverCaches; serversMu
 // orders joins and leaves, so that serverCaches are forgotten only when no
 // client holds them.
@@ -240,17 +245,25 @@ var (
 // drops its keys from every cache of the process.
 var anyServer = &serverCaches{}
 
-// serverCachesOf returns the serverCaches of the server of o: the host
-// resolved (resolveServer), so that "localhost:6379" and "127.0.0.1:6379"
-// share theirs; anyServer for a Unix socket or a Sentinel group (go-redis
-// names the address of a failover client "FailoverClient").
-func serverCachesOf(o *goredis.Options) *serverCaches {
+// serverAddr names the server of o: its host resolved (resolveServer), so
+// that "localhost:6379" and "127.0.0.1:6379" name one server; "" for a Unix
+// socket or a Sentinel group (go-redis names the address of a failover
+// client "FailoverClient"), whose server the address does not tell.
+func serverAddr(o *goredis.Options) string {
 	if o.Network == "unix" || o.Addr == "FailoverClient" {
-		return anyServer
+		return ""
 	}
-	addr := o.Addr
-	if srv, ok := resolveServer(addr); ok {
-		addr = srv
+	if srv, ok := resolveServer(o.Addr); ok {
+		return srv
+	}
+	return o.Addr
+}
+
+// cachesAt returns the serverCaches of the server named addr (serverAddr),
+// anyServer for "".
+func cachesAt(addr string) *serverCaches {
+	if addr == "" {
+		return anyServer
 	}
 	caches, _ := cachesByServer.LoadOrStore(addr, &serverCaches{server: addr})
 	return caches.(*serverCaches)

@@ -72,18 +72,18 @@ func TestCacheUnreachableRefused(t *testing.T) {
 // user's cache holds), and another server has its own.
 func TestServerCachesCountsClients(t *testing.T) {
 	o := &goredis.Options{Addr: "127.0.0.1:7", Protocol: 3}
-	s := serverCachesOf(o)
+	s := cachesOf(o)
 	for _, same := range []*goredis.Options{{Addr: "127.0.0.1:7", ClientName: "epoch-2"}, {Addr: "127.0.0.1:7", DB: 1}, {Addr: "127.0.0.1:7", Username: "u"}} {
-		if serverCachesOf(same) != s {
+		if cachesOf(same) != s {
 			t.Fatalf("DB %d, user %q, name %q of 127.0.0.1:7 has caches of its own", same.DB, same.Username, same.ClientName)
 		}
 	}
-	if serverCachesOf(&goredis.Options{Addr: "127.0.0.1:8"}) == s {
+	if cachesOf(&goredis.Options{Addr: "127.0.0.1:8"}) == s {
 		t.Fatal("127.0.0.1:8 shares the caches of 127.0.0.1:7")
 	}
 	for _, anyOne := range []*goredis.Options{{Network: "unix", Addr: "/tmp/redis.sock"}, {Addr: "FailoverClient"}} {
-		if serverCachesOf(anyOne) != anyServer {
-			t.Fatalf("%s %s: a client that may reach any server is counted as one (%p, anyServer %p)", anyOne.Network, anyOne.Addr, serverCachesOf(anyOne), anyServer)
+		if cachesOf(anyOne) != anyServer {
+			t.Fatalf("%s %s: a client that may reach any server is counted as one (%p, anyServer %p)", anyOne.Network, anyOne.Addr, cachesOf(anyOne), anyServer)
 		}
 	}
 	a := serverCache{goredis.NewLocalCache(goredis.CacheConfig{}), cacheKeyPrefix(o)}
@@ -157,6 +157,10 @@ func TestServerCachesForgottenWhenNoClientHoldsThem(t *testing.T) {
 	}
 }
 
+// cachesOf returns the serverCaches of the server of o, as joinServer finds
+// them.
+func cachesOf(o *goredis.Options) *serverCaches { return cachesAt(serverAddr(o)) }
+
 // knownCaches returns the serverCaches the process keeps for addr, nil for
 // none.
 func knownCaches(addr string) *serverCaches {
@@ -216,35 +220,46 @@ func TestServerCachesJoinedAsOftenAsGiven(t *testing.T) {
 }
 
 // Sharded clients of one server, with and without caches, created and
-// closed by 8 goroutines at once, leave the server's serverCaches to a
-// long-lived client as they found them.
+// closed by 8 goroutines at once: each joins the server's serverCaches that
+// the process keeps while it is open (none is orphaned by a last client
+// leaving at the same moment), and once all have closed the process keeps
+// none, or, with a long-lived client open throughout, the long-lived
+// client's, as they were.
 func TestServerCachesConcurrentJoinLeave(t *testing.T) {
-	a := miniredis.RunT(t)
-	long, err := NewShardedClient(&ShardedOptions{Shards: []ShardOptions{{Addr: a.Addr()}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer long.Close()
-	s := knownCaches(a.Addr())
-	var wg sync.WaitGroup
-	for g := range 8 {
-		wg.Go(func() {
-			for range 100 {
-				o := &ShardedOptions{Shards: []ShardOptions{{Addr: a.Addr()}}}
-				if g%2 == 0 {
-					o.Options = &goredis.Options{Protocol: 3, ClientSideCacheConfig: &goredis.ClientSideCacheConfig{MaxEntries: 10}}
-				}
-				c, err := NewShardedClient(o)
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				c.Close()
+	for _, withLong := range []bool{false, true} {
+		a := miniredis.RunT(t)
+		var long *serverCaches
+		if withLong {
+			c, err := NewShardedClient(&ShardedOptions{Shards: []ShardOptions{{Addr: a.Addr()}}})
+			if err != nil {
+				t.Fatal(err)
 			}
-		})
-	}
-	wg.Wait()
-	if got := knownCaches(a.Addr()); got != s || s.clients != 1 || len(s.caches()) != 0 {
-		t.Fatalf("serverCaches %p with %d clients and %d caches; want the long-lived client's %p, with it alone", got, got.clients, len(got.caches()), s)
+			defer c.Close()
+			long = knownCaches(a.Addr())
+		}
+		var wg sync.WaitGroup
+		for g := range 8 {
+			wg.Go(func() {
+				for range 100 {
+					o := &ShardedOptions{Shards: []ShardOptions{{Addr: a.Addr()}}}
+					if g%2 == 0 {
+						o.Options = &goredis.Options{Protocol: 3, ClientSideCacheConfig: &goredis.ClientSideCacheConfig{MaxEntries: 10}}
+					}
+					c, err := NewShardedClient(o)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if got, kept := joinedCaches(c.Shards()[0].Client), knownCaches(a.Addr()); got != kept {
+						t.Errorf("an open client's serverCaches %p are not the process's %p", got, kept)
+					}
+					c.Close()
+				}
+			})
+		}
+		wg.Wait()
+		if got := knownCaches(a.Addr()); got != long || got != nil && (got.clients != 1 || len(got.caches()) != 0) {
+			t.Fatalf("with a long-lived client %v: serverCaches %p kept; want %p, with the long-lived client alone and no cache", withLong, got, long)
+		}
 	}
 }

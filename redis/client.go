@@ -51,7 +51,7 @@ type ShardOptions struct {
 	// dead shard fails within one DialTimeout (refused: at once), or one
 	// WriteTimeout and ReadTimeout on an open connection; set them to
 	// retry inside a command (a fleet's shard clients never retry: see
-	// FenceClosedError). A change of options (SetShards,
+	// JoinFleet). A change of options (SetShards,
 	// BeginResharding) gives the shard a new client; options holding a
 	// function (Dialer, OnConnect, a credentials provider, ...) cannot be
 	// compared, so such a shard gets a new client at every change.
@@ -130,8 +130,8 @@ type ShardedOptions struct {
 	// the shard's options everywhere: its DB is part of its identity
 	// (ShardOptions.Addr), it decides whether a shard keeps its client
 	// across a list change, and this package's retry defaults apply to it
-	// (see ShardOptions.Options). ShardOptions() shows the result, the
-	// password redacted.
+	// (see ShardOptions.Options; a fleet's shard clients never retry: see
+	// JoinFleet). ShardOptions() shows the result, the password redacted.
 	Options *goredis.Options
 	// AutoPipelineFrom is, for the shards that autopipeline (see
 	// ShardOptions.Options), how many of this client's commands must be

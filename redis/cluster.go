@@ -132,7 +132,6 @@ func onNode(c *goredis.Client, fn func(*goredis.Client)) {
 func closeShardClient(c *goredis.Client) error {
 	err := c.Close()
 	autopipelined.Delete(c) // after Close: a command meanwhile cannot build engines again
-	fencedClients.Delete(c)
 	leaveServer(c)
 	if f := clusterOf(c); f != nil {
 		clusters.Delete(c)

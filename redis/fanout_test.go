@@ -43,9 +43,9 @@ func (h answerHook) ProcessPipelineHook(goredis.ProcessPipelineHook) goredis.Pro
 }
 
 // A split MGET's values come back in key order, each from its key's shard,
-// whether it runs alone (each part placed on its own worker) or in a
-// pipeline (merged on the caller); a part that fails, or answers with a
-// value too few, fails the whole command and leaves no partial reply.
+// whether it runs alone or in a pipeline; a part that fails, or answers
+// with a value too few, fails the whole command and leaves no partial
+// reply.
 func TestSplitMGetMergesByKey(t *testing.T) {
 	ctx := context.Background()
 	c := unreachableShards(t, 4)

@@ -14,8 +14,10 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+	"unsafe"
 
 	goredis "github.com/redis/go-redis/v9"
+	"golang.org/x/sync/singleflight"
 
 	"github.com/shardedcache/shardedcache/fleet"
 	"github.com/shardedcache/shardedcache/internal/fleetstep"
@@ -41,7 +43,8 @@ type fleetState struct {
 // "shardedcache-fleet:<epoch>:<member>".
 const connPrefix = "shardedcache-fleet:"
 
-// ErrFenced is matched (errors.Is) by a *FencedError.
+// ErrFenced is matched (errors.Is) by a *FencedError: a command refused
+// before it was sent (a command that may have run is ErrFenceClosed).
 var ErrFenced = errors.New("shardedcache: fenced: a resharding of the fleet has moved past this process's state")
 
 // FencedError is a command's error when a server refused this process's
@@ -64,36 +67,42 @@ func (e *FencedError) Error() string {
 // Is makes errors.Is(err, ErrFenced) true.
 func (e *FencedError) Is(target error) bool { return target == ErrFenced }
 
-// FenceClosedError is the error of a command whose connection a fleet's
-// fence closed while the command was in flight (the driver's Fence closes
-// the connections of older epochs): its reply was lost, and it ran before
-// the fence or not at all, so a write may have been applied. It is not
-// sent again, for that reason, and a fleet's shard clients do not retry
-// (MaxRetries is -1 whatever the options say): a retry would meet the
-// fence, be refused with a *FencedError, and pass for a command never
-// sent. Like a *FencedError, it is the caller's
-// failure, not the shard's: no failure is counted and no shard is ejected.
-// errors.Is(err, ErrFenced) holds, and errors.Is sees the connection's
-// error (io.EOF, a reset) through it.
+// ErrFenceClosed is matched (errors.Is) by a *FenceClosedError. Unlike
+// ErrFenced (a command refused before it was sent), it marks a command that
+// may have run.
+var ErrFenceClosed = errors.New("shardedcache: fenced in flight: the connection was lost after a resharding of the fleet fenced the server")
+
+// FenceClosedError is the error of a command that lost its connection
+// while in flight, to a server that, asked afterwards, refuses this
+// process's epoch: a resharding of the fleet fenced it (the driver's Fence
+// closes the connections of older epochs). Its reply was lost, and it ran
+// before the fence or not at all, so a write may have been applied: it is
+// not sent again, and it does not match ErrFenced, which means "not sent".
+// For the same reason a fleet's shard clients do not retry (MaxRetries is
+// -1 whatever the options say): a retry would meet the fence, be refused
+// with a *FencedError, and pass for a command never sent. Like a
+// *FencedError it is the caller's failure, not the shard's: no failure is
+// counted and no shard is ejected. errors.Is sees the connection's error
+// (io.EOF, a reset) through it.
 type FenceClosedError struct {
-	// Fenced is the refusal of a new connection to the server, asked after
-	// the loss: it tells the loss was the fence's.
+	// Fenced is the server's refusal of a new connection, asked after the
+	// loss (see fencedServer).
 	Fenced *FencedError
 	Err    error // the command's error: the connection's
 }
 
 func (e *FenceClosedError) Error() string {
-	return fmt.Sprintf("shardedcache: fenced in flight: the connection was closed by the fleet's fence %d before the reply came (%v); the command ran before the fence or not at all", e.Fenced.Fence, e.Err)
+	return fmt.Sprintf("shardedcache: fenced in flight: the connection was lost (%v), and the server now refuses this process's epoch %d (the fleet's fence is %d): the command ran before the fence or not at all", e.Err, e.Fenced.Epoch, e.Fenced.Fence)
 }
 
-// Is makes errors.Is(err, ErrFenced) true.
-func (e *FenceClosedError) Is(target error) bool { return target == ErrFenced }
+// Is makes errors.Is(err, ErrFenceClosed) true.
+func (e *FenceClosedError) Is(target error) bool { return target == ErrFenceClosed }
 
 func (e *FenceClosedError) Unwrap() error { return e.Err }
 
 // fenceProbe tells whether commands that lost their connection to one
-// shard's server lost it to a fleet's fence, asking the server once for
-// all of them (the commands of a group share it).
+// shard's server lost it to a fleet's fence (fencedServer), asking once
+// for all the commands of a group.
 type fenceProbe struct {
 	asked  bool
 	fenced *FencedError // the server's refusal, nil when it accepts the client's epoch
@@ -101,8 +110,7 @@ type fenceProbe struct {
 
 // closed returns err, the error of a command sent with shard client, as a
 // *FenceClosedError when the command lost its connection (connLost) and
-// the client is a fleet's whose server now refuses the client's epoch: a
-// PING on a new connection fails with a *FencedError (fenceCheck). Any
+// the client is a fleet's whose server now refuses the client's epoch. Any
 // other err is returned as is.
 func (p *fenceProbe) closed(ctx context.Context, client *goredis.Client, err error) error {
 	if err == nil || !connLost(err) {
@@ -120,37 +128,65 @@ func (p *fenceProbe) closed(ctx context.Context, client *goredis.Client, err err
 	return &FenceClosedError{Fenced: p.fenced, Err: err}
 }
 
-// fencedServer returns the refusal (a *FencedError) of a new connection
-// to shard client's server with the client's options, its fence check
-// included, or nil when the server accepts it; a refusal found once is
-// kept (fencedClients). The connection is a probe
-// client's of its own: the client's pool may still hold connections that
-// the fence closed, which would fail the PING with their EOF.
+// probeTimeout bounds a fence probe (fencedServer): a server that does not
+// answer within it is taken for one that accepts the epoch, and the loss
+// is the shard's failure.
+const probeTimeout = time.Second
+
+// fenceProbes shares one probe of a shard client's server among the
+// commands that lost their connections meanwhile (keyed by the client).
+var fenceProbes singleflight.Group
+
+// fencedServer returns the refusal (a *FencedError) of a new connection to
+// shard client's server with the client's options (its fence check, and
+// the user's Dialer and OnConnect, run for it), or nil when the server
+// accepts it or does not answer within probeTimeout. The connection is a
+// probe client's of its own: the client's pool may still hold connections
+// that the fence closed, which would fail with their EOF. Concurrent calls
+// for one client share one probe; a refusal, found once, stays true (a
+// fence only rises) and is kept while the client is joined (see
+// leaveServer).
 func fencedServer(ctx context.Context, client *goredis.Client) *FencedError {
-	if f, ok := fencedClients.Load(client); ok {
-		return f.(*FencedError)
+	if f := refusalOf(client); f != nil {
+		return f
 	}
-	o := *client.Options()
-	o.PoolSize, o.MinIdleConns, o.MaxIdleConns, o.MaxActiveConns, o.MaxRetries = 1, 0, 0, 0, -1
-	o.ClientSideCache, o.ClientSideCacheConfig = nil, nil
-	o.ClientSideCacheCoalesceMisses, o.ClientSideCacheRefreshOnInvalidate = false, false
-	o.AutoPipelineOptions = nil
-	probe := goredis.NewClient(&o)
-	defer probe.Close()
-	var fenced *FencedError
-	if !errors.As(probe.Ping(ctx).Err(), &fenced) {
-		return nil
-	}
-	fencedClients.Store(client, fenced)
-	return fenced
+	key := strconv.FormatUint(uint64(uintptr(unsafe.Pointer(client))), 16)
+	f, _, _ := fenceProbes.Do(key, func() (any, error) {
+		o := *client.Options()
+		o.PoolSize, o.MinIdleConns, o.MaxIdleConns, o.MaxActiveConns, o.MaxRetries = 1, 0, 0, 0, -1
+		o.ClientSideCache, o.ClientSideCacheConfig = nil, nil
+		o.ClientSideCacheCoalesceMisses, o.ClientSideCacheRefreshOnInvalidate = false, false
+		o.AutoPipelineOptions = nil
+		probe := goredis.NewClient(&o)
+		defer probe.Close()
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), probeTimeout)
+		defer cancel()
+		var fenced *FencedError
+		if !errors.As(probe.Ping(ctx).Err(), &fenced) {
+			return (*FencedError)(nil), nil
+		}
+		keepRefusal(client, fenced)
+		return fenced, nil
+	})
+	return f.(*FencedError)
 }
 
-// fencedClients holds the refusal that fencedServer found for a shard
-// client, until it closes (closeShardClient): a fence only rises, so the
-// server refuses the client's epoch for good, and the commands in flight
-// that the fence closed (as many as the goroutines that sent them) cost one
-// probe, not one each.
-var fencedClients sync.Map // *goredis.Client -> *FencedError
+// refusalOf returns the fence refusal kept for shard client c
+// (keepRefusal), nil for none.
+func refusalOf(c *goredis.Client) *FencedError {
+	if j, ok := joined.Load(c); ok {
+		return j.(*joining).refusal.Load()
+	}
+	return nil
+}
+
+// keepRefusal keeps f, the fence's refusal of shard client c, in c's entry
+// of joined: it goes with c when c leaves for good (leaveServer).
+func keepRefusal(c *goredis.Client, f *FencedError) {
+	if j, ok := joined.Load(c); ok {
+		j.(*joining).refusal.Store(f)
+	}
+}
 
 // connLost reports whether err is the loss of the command's connection:
 // closed or reset by the server (not a timeout).
@@ -222,7 +258,10 @@ func connEpoch(name string) (uint64, bool) {
 // credentials. A member names its connections "shardedcache-fleet:<epoch>:
 // <member>" (ClientName is overridden) and checks, when one is set up,
 // that the server accepts its epoch: one EVAL per new connection, nothing
-// per command. It returns the store's error, an error naming a shard c
+// per command. Its shard clients never retry a command (MaxRetries is -1
+// whatever the options say; see FenceClosedError): over TLS, or wherever
+// the pool cannot see that a server or load balancer closed an idle
+// connection, set ConnMaxIdleTime below that idle timeout. It returns the store's error, an error naming a shard c
 // cannot place in a fleet, or the failure to apply the first state.
 func (c *ShardedClient) JoinFleet(ctx context.Context, store fleet.Store, opt fleet.MemberOptions) (*fleet.Member, error) {
 	if err := c.errIfClosed(); err != nil {

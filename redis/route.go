@@ -400,7 +400,8 @@ func crossShard(v *view, name string, shards []int) error {
 //   - Answered: success, redis.Nil and the server's replies to the command
 //     itself.
 //   - Local: a pool full of the caller's own commands (redis.ErrPoolTimeout,
-//     redis.ErrPoolExhausted) and a closed client (redis.ErrClosed).
+//     redis.ErrPoolExhausted), a closed client (redis.ErrClosed), and a
+//     fleet's fence (ErrFenced, ErrFenceClosed).
 //   - Failed: a failure to reach the server (refused or reset connection,
 //     timeout, TLS handshake, a pool that gave up dialing and returns its
 //     last dial error) or to set up a connection (authentication, SELECT,
@@ -413,7 +414,7 @@ func classify(err error) shardedclient.Class {
 	switch {
 	case err == nil || err == goredis.Nil || isReplyError(err) && !isSetupError(err):
 		return shardedclient.Answered
-	case errors.Is(err, goredis.ErrPoolTimeout) || errors.Is(err, goredis.ErrPoolExhausted) || errors.Is(err, goredis.ErrClosed) || errors.Is(err, ErrFenced):
+	case errors.Is(err, goredis.ErrPoolTimeout) || errors.Is(err, goredis.ErrPoolExhausted) || errors.Is(err, goredis.ErrClosed) || errors.Is(err, ErrFenced) || errors.Is(err, ErrFenceClosed):
 		return shardedclient.Local
 	}
 	return shardedclient.Failed

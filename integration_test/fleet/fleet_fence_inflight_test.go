@@ -33,8 +33,8 @@ func keyOn(c *shardedredis.ShardedClient, i int, prefix string) string {
 	}
 }
 
-// waitBLPOP returns once a BLPOP waits on the server at addr.
-func waitBLPOP(t *testing.T, addr string) {
+// waitBLPOPs returns once n BLPOPs wait on the server at addr.
+func waitBLPOPs(t *testing.T, addr string, n int) {
 	t.Helper()
 	admin := goredis.NewClient(&goredis.Options{Addr: addr})
 	defer admin.Close()
@@ -43,11 +43,11 @@ func waitBLPOP(t *testing.T, addr string) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if strings.Contains(list, "cmd=blpop") {
+		if strings.Count(list, "cmd=blpop") >= n {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no BLPOP waits on %s:\n%s", addr, list)
+			t.Fatalf("%d BLPOPs wait on %s, want %d:\n%s", strings.Count(list, "cmd=blpop"), addr, n, list)
 		}
 	}
 }
@@ -97,7 +97,7 @@ func TestFleetFenceClosesCommandInFlight(t *testing.T) {
 				errs <- blpop.Err()
 			}()
 			for i, k := range keys {
-				waitBLPOP(t, f.list[i].Addr)
+				waitBLPOPs(t, f.list[i].Addr, 1)
 				var wg sync.WaitGroup
 				for range tc.idle { // connections made after the BLPOP's, idle in the pool at the fence
 					wg.Go(func() { _ = f.victim.GetShard(k).Get(ctx, k+":idle").Err() })
@@ -110,8 +110,8 @@ func TestFleetFenceClosesCommandInFlight(t *testing.T) {
 				case err := <-errs:
 					var closed *shardedredis.FenceClosedError
 					var shardErr *shardedclient.ShardError
-					if !errors.As(err, &closed) || !errors.Is(err, shardedredis.ErrFenced) || !errors.Is(err, io.EOF) || !errors.As(err, &shardErr) || closed.Fenced == nil || closed.Fenced.Fence != h.moving.Epoch {
-						t.Fatalf("BLPOP in flight at the fence: %v (%T); want a *FenceClosedError of fence %d wrapping io.EOF, in a *ShardError", err, err, h.moving.Epoch)
+					if !errors.As(err, &closed) || !errors.Is(err, shardedredis.ErrFenceClosed) || errors.Is(err, shardedredis.ErrFenced) || !errors.Is(err, io.EOF) || !errors.As(err, &shardErr) || closed.Fenced == nil || closed.Fenced.Fence != h.moving.Epoch {
+						t.Fatalf("BLPOP in flight at the fence: %v (%T); want a *FenceClosedError of fence %d wrapping io.EOF, in a *ShardError, matching ErrFenceClosed, not ErrFenced (not sent)", err, err, h.moving.Epoch)
 					}
 				case <-time.After(20 * time.Second):
 					t.Fatal("a BLPOP in flight at the fence did not return")
@@ -210,7 +210,7 @@ func TestFleetConnLossWithoutFenceIsShardFailure(t *testing.T) {
 	for i, kill := range []string{"CLIENT KILL TYPE normal SKIPME yes", "SHUTDOWN NOSAVE"} {
 		errc := make(chan error, 1)
 		go func() { errc <- f.victim.BLPop(ctx, 30*time.Second, keyOn(f.victim, i, "lost:")).Err() }()
-		waitBLPOP(t, f.list[i].Addr)
+		waitBLPOPs(t, f.list[i].Addr, 1)
 		admin := goredis.NewClient(&goredis.Options{Addr: f.list[i].Addr})
 		var args []any
 		for _, a := range strings.Fields(kill) {
@@ -227,4 +227,35 @@ func TestFleetConnLossWithoutFenceIsShardFailure(t *testing.T) {
 			t.Errorf("%s: shard %s counts %d errors; want the loss, 1", kill, st.Name, st.Errors)
 		}
 	}
+}
+
+// TestFleetFenceProbedOnce: thirty commands in flight on one source when
+// the fence closes their connections cost one probe of the server, shared
+// (the victim dials the source once after the fence), and all fail with a
+// *FenceClosedError.
+func TestFleetFenceProbedOnce(t *testing.T) {
+	var dials atomic.Int64
+	f := newSwitchFleet(t, 3, 2, ejectAtOnce(&goredis.Options{PoolSize: 40,
+		Dialer: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			dials.Add(1)
+			return (&net.Dialer{}).DialContext(ctx, network, addr)
+		}}))
+	const n = 30
+	key := keyOn(f.victim, 0, "probed:")
+	errs := make(chan error, n)
+	for range n {
+		go func() { errs <- f.victim.BLPop(ctx, 30*time.Second, key).Err() }()
+	}
+	waitBLPOPs(t, f.list[0].Addr, n)
+	before := dials.Load()
+	h := holdChange(t, f.store, f.driver, f.list[:3])
+	for range n {
+		if err := <-errs; !errors.Is(err, shardedredis.ErrFenceClosed) {
+			t.Fatalf("BLPOP in flight at the fence: %v; want a *FenceClosedError", err)
+		}
+	}
+	if got := dials.Load() - before; got != 1 {
+		t.Errorf("the victim dialed %d times after the fence for %d commands in flight; want 1 (one probe)", got, n)
+	}
+	h.finish(t)
 }

@@ -34,20 +34,25 @@ func TestWorkers(t *testing.T) {
 func TestEach(t *testing.T) {
 	for _, c := range []struct {
 		n    int
-		skip []int
+		skip []int // nil: no skip function at all
 		want []int
 	}{
 		{0, nil, nil},
 		{1, nil, []int{0}},
 		{4, nil, []int{0, 1, 2, 3}},
 		{5, []int{0, 2, 4}, []int{1, 3}},
+		{3, []int{}, []int{0, 1, 2}},
 		{3, []int{0, 1, 2}, nil},
 	} {
 		ran := make([]int, c.n)
 		var onCaller []int
 		caller := goroutineID()
 		var mu sync.Mutex
-		Each(c.n, func(j int) bool { return slices.Contains(c.skip, j) }, func(j int) {
+		var skip func(int) bool
+		if c.skip != nil {
+			skip = func(j int) bool { return slices.Contains(c.skip, j) }
+		}
+		Each(c.n, skip, func(j int) {
 			mu.Lock()
 			defer mu.Unlock()
 			ran[j]++
