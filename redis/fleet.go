@@ -82,11 +82,14 @@ var ErrFenceClosed = errors.New("shardedcache: fenced in flight: the connection 
 // -1 whatever the options say): a retry would meet the fence, be refused
 // with a *FencedError, and pass for a command never sent. Like a
 // *FencedError it is the caller's failure, not the shard's: no failure is
-// counted and no shard is ejected. errors.Is sees the connection's error
-// (io.EOF, a reset) through it.
+// counted and no shard is ejected. The caller gets it inside a
+// *shardedclient.ShardError naming the shard; errors.Is sees the
+// connection's error (io.EOF, a reset) through both.
 type FenceClosedError struct {
-	// Fenced is the server's refusal of a new connection, asked after the
-	// loss (see fencedServer).
+	// Fenced is the server's refusal of a new connection, which the client
+	// opens on its own after the loss to ask whether the fence caused it
+	// (once for all the commands that lost their connections meanwhile, at
+	// most 1 s).
 	Fenced *FencedError
 	Err    error // the command's error: the connection's
 }
