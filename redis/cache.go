@@ -157,13 +157,11 @@ func joinServer(c *goredis.Client) *serverCaches {
 }
 
 // joining is a shard client's entry in joined: the serverCaches it joined,
-// how many times (once per sharded client, or shard, it serves) it has not
-// left yet, and the refusal of its epoch that a fleet's fence gave it, once
-// found (fencedServer).
+// and how many times (once per sharded client, or shard, it serves) it has
+// not left yet.
 type joining struct {
-	caches  *serverCaches
-	times   int
-	refusal atomic.Pointer[FencedError]
+	caches *serverCaches
+	times  int
 }
 
 // leaveServer counts c, a shard client that closed (or that a refused

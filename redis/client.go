@@ -498,7 +498,7 @@ func server(sh Shard) string {
 // connections is the shard's failure, and its writes drop what the
 // process's caches of its server hold of their keys (see shardHook).
 func shardClient(c *goredis.Client) *goredis.Client {
-	c.AddHook(shardHook{caches: joinServer(c)})
+	c.AddHook(shardHook{caches: joinServer(c), fence: newFenceWatch(c)})
 	return c
 }
 
@@ -752,6 +752,21 @@ func (c *ShardedClient) GetShard(key string) *goredis.Client {
 	return client
 }
 
+// soloClient returns a client of shard client c's server with c's options
+// (its Dialer, OnConnect and fence check included) and a connection of its
+// own, without c's cache or autopipelining engines, that never retries: to
+// ask the server something that c's pooled connections (closed by a fence,
+// or to a server that died and came back) must not answer. Close it after
+// use.
+func soloClient(c *goredis.Client) *goredis.Client {
+	o := *c.Options()
+	o.PoolSize, o.MinIdleConns, o.MaxIdleConns, o.MaxActiveConns, o.MaxRetries = 1, 0, 1, 0, -1
+	o.ClientSideCache, o.ClientSideCacheConfig = nil, nil
+	o.ClientSideCacheCoalesceMisses, o.ClientSideCacheRefreshOnInvalidate = false, false
+	o.AutoPipelineOptions = nil
+	return goredis.NewClient(&o)
+}
+
 // refusingClient returns a client that sends nothing: its Limiter refuses
 // every command, pipeline and transaction with err before any connection
 // is taken, and its dialer, which a subscription would use, fails with err.
@@ -856,8 +871,7 @@ func (c *ShardedClient) watch(ctx context.Context, v *view, shard int, fn func(*
 	if err != nil && err == fnErr {
 		return err // fn's own error, unchanged
 	}
-	var fence fenceProbe
-	return v.Finish(ctx, shard, fence.closed(ctx, v.Client(shard), err))
+	return v.Finish(ctx, shard, err)
 }
 
 // ForEachShard calls fn with every shard's client, in parallel, and returns

@@ -14,7 +14,6 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
-	"unsafe"
 
 	goredis "github.com/redis/go-redis/v9"
 	"golang.org/x/sync/singleflight"
@@ -103,92 +102,84 @@ func (e *FenceClosedError) Is(target error) bool { return target == ErrFenceClos
 
 func (e *FenceClosedError) Unwrap() error { return e.Err }
 
-// fenceProbe tells whether commands that lost their connection to one
-// shard's server lost it to a fleet's fence (fencedServer), asking once
-// for all the commands of a group.
+// fenceWatch is a fleet shard client's view of the fleet's fence (see
+// shardHook): the client, whose server it asks, and the refusal of the
+// client's epoch once found. A fence only rises, so a refusal found once
+// stays true for the client's life.
+type fenceWatch struct {
+	client  *goredis.Client
+	probes  singleflight.Group // one probe at a time, shared by those who ask meanwhile
+	refusal atomic.Pointer[FencedError]
+}
+
+// newFenceWatch returns the fenceWatch of shard client c when c is a
+// fleet's (its connections carry an epoch), else nil.
+func newFenceWatch(c *goredis.Client) *fenceWatch {
+	if _, ok := connEpoch(c.Options().ClientName); !ok {
+		return nil
+	}
+	return &fenceWatch{client: c}
+}
+
+// probeTimeout bounds a fence probe (fenceWatch.refused): a server that
+// does not answer within it is taken for one that accepts the epoch, and
+// the loss is the shard's failure.
+const probeTimeout = time.Second
+
+// refused returns the refusal (a *FencedError) of a new connection to the
+// client's server with the client's options (its fence check, and the
+// user's Dialer and OnConnect, run for it), or nil when the server accepts
+// it, does not answer within probeTimeout, or ctx ends first (the caller
+// does not wait past its own deadline; the probe, shared, goes on). It asks on a connection of its
+// own (soloClient): the client's pool may still hold connections that the
+// fence closed, which would fail with their EOF. Concurrent calls share
+// one probe; a refusal found is kept.
+func (w *fenceWatch) refused(ctx context.Context) *FencedError {
+	if f := w.refusal.Load(); f != nil {
+		return f
+	}
+	probed := w.probes.DoChan("", func() (any, error) {
+		probe := soloClient(w.client)
+		defer probe.Close()
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), probeTimeout)
+		defer cancel()
+		var fenced *FencedError
+		if errors.As(probe.Ping(ctx).Err(), &fenced) {
+			w.refusal.Store(fenced)
+		}
+		return fenced, nil
+	})
+	select {
+	case r := <-probed:
+		return r.Val.(*FencedError)
+	case <-ctx.Done():
+		return nil // the caller's end, not the shard's failure (see View.Report)
+	}
+}
+
+// fenceProbe tells whether the commands of one call (a command, a
+// pipeline's) that lost their connection lost it to the fleet's fence,
+// asking the server once for all of them.
 type fenceProbe struct {
+	watch  *fenceWatch // nil: the client is not a fleet's
 	asked  bool
 	fenced *FencedError // the server's refusal, nil when it accepts the client's epoch
 }
 
-// closed returns err, the error of a command sent with shard client, as a
-// *FenceClosedError when the command lost its connection (connLost) and
-// the client is a fleet's whose server now refuses the client's epoch. Any
-// other err is returned as is.
-func (p *fenceProbe) closed(ctx context.Context, client *goredis.Client, err error) error {
-	if err == nil || !connLost(err) {
-		return err
-	}
-	if _, ok := connEpoch(client.Options().ClientName); !ok {
+// closed returns err, a command's error, as a *FenceClosedError when the
+// command lost its connection (connLost) and the server now refuses the
+// client's epoch. Any other err is returned as is.
+func (p *fenceProbe) closed(ctx context.Context, err error) error {
+	if p.watch == nil || err == nil || !connLost(err) {
 		return err
 	}
 	if !p.asked {
-		p.asked, p.fenced = true, fencedServer(ctx, client)
+		p.asked, p.fenced = true, p.watch.refused(ctx)
 	}
 	if p.fenced == nil {
 		return err
 	}
 	return &FenceClosedError{Fenced: p.fenced, Err: err}
-}
-
-// probeTimeout bounds a fence probe (fencedServer): a server that does not
-// answer within it is taken for one that accepts the epoch, and the loss
-// is the shard's failure.
-const probeTimeout = time.Second
-
-// fenceProbes shares one probe of a shard client's server among the
-// commands that lost their connections meanwhile (keyed by the client).
-var fenceProbes singleflight.Group
-
-// fencedServer returns the refusal (a *FencedError) of a new connection to
-// shard client's server with the client's options (its fence check, and
-// the user's Dialer and OnConnect, run for it), or nil when the server
-// accepts it or does not answer within probeTimeout. The connection is a
-// probe client's of its own: the client's pool may still hold connections
-// that the fence closed, which would fail with their EOF. Concurrent calls
-// for one client share one probe; a refusal, found once, stays true (a
-// fence only rises) and is kept while the client is joined (see
-// leaveServer).
-func fencedServer(ctx context.Context, client *goredis.Client) *FencedError {
-	if f := refusalOf(client); f != nil {
-		return f
-	}
-	key := strconv.FormatUint(uint64(uintptr(unsafe.Pointer(client))), 16)
-	f, _, _ := fenceProbes.Do(key, func() (any, error) {
-		o := *client.Options()
-		o.PoolSize, o.MinIdleConns, o.MaxIdleConns, o.MaxActiveConns, o.MaxRetries = 1, 0, 0, 0, -1
-		o.ClientSideCache, o.ClientSideCacheConfig = nil, nil
-		o.ClientSideCacheCoalesceMisses, o.ClientSideCacheRefreshOnInvalidate = false, false
-		o.AutoPipelineOptions = nil
-		probe := goredis.NewClient(&o)
-		defer probe.Close()
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), probeTimeout)
-		defer cancel()
-		var fenced *FencedError
-		if !errors.As(probe.Ping(ctx).Err(), &fenced) {
-			return (*FencedError)(nil), nil
-		}
-		keepRefusal(client, fenced)
-		return fenced, nil
-	})
-	return f.(*FencedError)
-}
-
-// refusalOf returns the fence refusal kept for shard client c
-// (keepRefusal), nil for none.
-func refusalOf(c *goredis.Client) *FencedError {
-	if j, ok := joined.Load(c); ok {
-		return j.(*joining).refusal.Load()
-	}
-	return nil
-}
-
-// keepRefusal keeps f, the fence's refusal of shard client c, in c's entry
-// of joined: it goes with c when c leaves for good (leaveServer).
-func keepRefusal(c *goredis.Client, f *FencedError) {
-	if j, ok := joined.Load(c); ok {
-		j.(*joining).refusal.Store(f)
-	}
 }
 
 // connLost reports whether err is the loss of the command's connection:

@@ -464,13 +464,8 @@ func (c *ShardedClient) processOn(ctx context.Context, cmd goredis.Cmder) (err e
 		r.shard = anyShard(v)
 	}
 	if r.shard >= 0 {
-		client := v.Client(r.shard)
-		err := c.send(ctx, client, cmd)
-		if fenced := err != nil && c.fleet.on.Load() && errors.Is(err, ErrFenced); fenced {
-			return v.Finish(ctx, r.shard, err), true
-		}
-		var fence fenceProbe
-		return v.Finish(ctx, r.shard, fence.closed(ctx, client, err)), false
+		err := c.send(ctx, v.Client(r.shard), cmd)
+		return v.Finish(ctx, r.shard, err), err != nil && c.fleet.on.Load() && errors.Is(err, ErrFenced)
 	}
 	p, err := planOf(ctx, v, cmd, &r)
 	if err != nil {
@@ -693,9 +688,8 @@ func execGroup(ctx context.Context, v *view, i int, g []goredis.Cmder) {
 // that is not the server's answer.
 func finishGroup(ctx context.Context, v *view, i int, cmds []goredis.Cmder) {
 	var failure error
-	var fence fenceProbe
 	for _, cmd := range cmds {
-		if err := fence.closed(ctx, v.Client(i), cmd.Err()); v.Classify(err) != shardedclient.Answered {
+		if err := cmd.Err(); v.Classify(err) != shardedclient.Answered {
 			cmd.SetErr(v.Wrap(ctx, i, err))
 			failure = cmp.Or(failure, err)
 		}

@@ -446,12 +446,10 @@ func unanswered(err error) bool {
 // every pending one, once per turn of its event loop, and each round trip
 // takes a turn at least. What is still in the network (a retransmission
 // held up longer than those round trips) is not covered. It asks on a
-// connection of its own, with c's options: c's pooled ones may be to a
-// server that died and came back.
+// connection of its own (soloClient): c's pooled ones may be to a server
+// that died and came back.
 func drain(ctx context.Context, c *goredis.Client) error {
-	o := *c.Options()
-	o.PoolSize, o.MinIdleConns, o.MaxIdleConns = 1, 0, 1
-	own := goredis.NewClient(&o)
+	own := soloClient(c)
 	defer own.Close()
 	if !awaitAnswer(ctx, own) {
 		return cmp.Or(ctx.Err(), errors.New("it does not answer"))

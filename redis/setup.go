@@ -20,9 +20,15 @@ import (
 // error, bare, for the command that needed the connection:
 // indistinguishable from the command's own reply. The hook marks such a
 // refusal as a *setupError, so that classify counts it as the shard's
-// failure. One hook does both, so that a command pays one hook's call.
+// failure. On a fleet's client it also marks a command that lost its
+// connection to the fleet's fence as a *FenceClosedError (fenceProbe), not
+// the shard's failure. One hook does all, so that a command pays one
+// hook's call; being on the shard's client, it serves every path to the
+// shard: the router's, autopipelined batches (run inside the client's
+// pipeline hooks), Watch, GetShard and ForEachShard.
 type shardHook struct {
 	caches *serverCaches
+	fence  *fenceWatch // a fleet's client only: see FenceClosedError
 }
 
 func (shardHook) DialHook(next goredis.DialHook) goredis.DialHook { return next }
@@ -31,17 +37,22 @@ func (h shardHook) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
 	return func(ctx context.Context, cmd goredis.Cmder) error {
 		err := next(ctx, cmd)
 		h.caches.dropWritten(cmd)
+		if err == nil {
+			return nil
+		}
 		if se := setupFailure(cmd, err); se != nil {
 			return se
 		}
-		return err
+		probe := fenceProbe{watch: h.fence}
+		return probe.closed(ctx, err)
 	}
 }
 
 // ProcessPipelineHook serves pipelines and transactions (MULTI and EXEC
 // write no key). It marks the refusals in a pipeline (go-redis sends
-// SELECT, READONLY and CLIENT SETNAME as one) and then returns the first
-// command error, as go-redis's own pipeline does. A pipeline (or
+// SELECT, READONLY and CLIENT SETNAME as one), and the commands the fence
+// closed (asking the server once for all of them), and then returns the
+// first command error, as go-redis's own pipeline does. A pipeline (or
 // transaction) whose connection could not be set up ran no command, yet
 // go-redis leaves its commands without an error (it gives them transport
 // errors only): they get the setup error.
@@ -58,9 +69,13 @@ func (h shardHook) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis
 			return setErrs(cmds, err)
 		}
 		marked := false
+		probe := fenceProbe{watch: h.fence}
 		for _, cmd := range cmds {
 			if se := setupFailure(cmd, cmd.Err()); se != nil {
 				cmd.SetErr(se)
+				marked = true
+			} else if fc, ok := probe.closed(ctx, cmd.Err()).(*FenceClosedError); ok {
+				cmd.SetErr(fc)
 				marked = true
 			}
 		}

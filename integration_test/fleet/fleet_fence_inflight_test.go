@@ -259,3 +259,25 @@ func TestFleetFenceProbedOnce(t *testing.T) {
 	}
 	h.finish(t)
 }
+
+// TestFleetFenceClosesRawClientCommand: the same holds for a command sent
+// on a shard's own client (GetShard): the shard client's hook, not the
+// router, tells the fence's closing apart.
+func TestFleetFenceClosesRawClientCommand(t *testing.T) {
+	f := newSwitchFleet(t, 3, 2, nil)
+	key := keyOn(f.victim, 0, "raw:")
+	errc := make(chan error, 1)
+	go func() { errc <- f.victim.GetShard(key).BLPop(ctx, 30*time.Second, key).Err() }()
+	waitBLPOPs(t, f.list[0].Addr, 1)
+	h := holdChange(t, f.store, f.driver, f.list[:3])
+	select {
+	case err := <-errc:
+		var closed *shardedredis.FenceClosedError
+		if !errors.As(err, &closed) || !errors.Is(err, io.EOF) || closed.Fenced.Fence != h.moving.Epoch {
+			t.Fatalf("BLPOP on the shard's client at the fence: %v (%T); want a *FenceClosedError of fence %d wrapping io.EOF", err, err, h.moving.Epoch)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the BLPOP did not return")
+	}
+	h.finish(t)
+}
